@@ -1,0 +1,152 @@
+//! An in-memory `LockStore`: a tiny model of a Redis database (hashes, other
+//! types, absolute expiry, a clock you move by hand). It runs the same rules
+//! as the server, in unit tests, property tests and fuzz targets.
+
+use std::collections::BTreeMap;
+
+use super::lease::Millis;
+use super::store::{LockStore, Shape};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value {
+    Hash(BTreeMap<Vec<u8>, Vec<u8>>),
+    /// Any non-hash value (a string, a list...).
+    Other,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Entry {
+    value: Value,
+    deadline: Option<Millis>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct MemoryDb {
+    now: Millis,
+    entries: BTreeMap<Vec<u8>, Entry>,
+}
+
+impl MemoryDb {
+    pub fn new(now: Millis) -> MemoryDb {
+        MemoryDb {
+            now,
+            entries: BTreeMap::new(),
+        }
+    }
+
+    pub fn now(&self) -> Millis {
+        self.now
+    }
+
+    pub fn advance(&mut self, ms: Millis) {
+        self.now += ms;
+    }
+
+    /// The store for one key (expired keys vanish first, as on a primary).
+    pub fn key(&mut self, key: &[u8]) -> MemoryLock<'_> {
+        let now = self.now;
+        if let Some(entry) = self.entries.get(key) {
+            if entry.deadline.is_some_and(|d| d <= now) {
+                self.entries.remove(key);
+            }
+        }
+        MemoryLock {
+            db: self,
+            key: key.to_vec(),
+        }
+    }
+
+    /// Writes a raw value (what other clients can do behind the module's back).
+    pub fn put(&mut self, key: &[u8], value: Value, deadline: Option<Millis>) {
+        self.entries.insert(key.to_vec(), Entry { value, deadline });
+    }
+
+    pub fn value(&self, key: &[u8]) -> Option<&Value> {
+        self.entries
+            .get(key)
+            .filter(|e| e.deadline.is_none_or(|d| d > self.now))
+            .map(|e| &e.value)
+    }
+
+    pub fn deadline(&self, key: &[u8]) -> Option<Millis> {
+        self.entries.get(key).and_then(|e| e.deadline)
+    }
+}
+
+pub struct MemoryLock<'a> {
+    db: &'a mut MemoryDb,
+    key: Vec<u8>,
+}
+
+impl MemoryLock<'_> {
+    fn entry(&self) -> Option<&Entry> {
+        self.db.entries.get(&self.key)
+    }
+
+    fn hash(&self) -> Option<&BTreeMap<Vec<u8>, Vec<u8>>> {
+        match self.entry() {
+            Some(Entry {
+                value: Value::Hash(h),
+                ..
+            }) => Some(h),
+            _ => None,
+        }
+    }
+}
+
+impl LockStore for MemoryLock<'_> {
+    type Name = [u8];
+    type Value = Vec<u8>;
+
+    fn now(&self) -> Millis {
+        self.db.now
+    }
+
+    fn shape(&mut self) -> Shape {
+        match self.entry() {
+            None => Shape::Missing,
+            Some(Entry {
+                value: Value::Hash(h),
+                ..
+            }) => Shape::Hash { fields: h.len() },
+            Some(_) => Shape::Other,
+        }
+    }
+
+    fn get(&mut self, field: &[u8]) -> Option<Vec<u8>> {
+        self.hash()?.get(field).cloned()
+    }
+
+    fn only_entry(&mut self) -> Option<(Vec<u8>, Vec<u8>)> {
+        let h = self.hash()?;
+        if h.len() != 1 {
+            return None;
+        }
+        h.iter().next().map(|(k, v)| (k.clone(), v.clone()))
+    }
+
+    fn ttl(&mut self) -> Option<Millis> {
+        let now = self.db.now;
+        self.entry()?.deadline.map(|d| d - now)
+    }
+
+    fn set_holds(&mut self, owner: &[u8], holds: i64) {
+        let entry = self.db.entries.entry(self.key.clone()).or_insert(Entry {
+            value: Value::Hash(BTreeMap::new()),
+            deadline: None,
+        });
+        if let Value::Hash(h) = &mut entry.value {
+            h.insert(owner.to_vec(), holds.to_string().into_bytes());
+        }
+    }
+
+    fn set_deadline(&mut self, deadline: Millis) {
+        if let Some(entry) = self.db.entries.get_mut(&self.key) {
+            entry.deadline = Some(deadline);
+        }
+    }
+
+    fn delete(&mut self) {
+        self.db.entries.remove(&self.key);
+    }
+}

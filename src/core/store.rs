@@ -1,0 +1,42 @@
+//! The storage the lock rules run against: one key, seen as a small hash with
+//! an absolute expiry. The Redis glue implements it with the low-level key
+//! API (and replicates each write as it makes it); `memory` implements it in
+//! plain Rust for unit and property tests.
+
+use super::lease::Millis;
+
+/// What a key holds, before the lock rules look inside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    Missing,
+    Hash {
+        fields: usize,
+    },
+    /// Any type other than a hash.
+    Other,
+}
+
+pub trait LockStore {
+    /// How the store names hash fields (owners): borrowed client arguments in
+    /// the glue, so nothing is copied on the hot path.
+    type Name: AsRef<[u8]> + ?Sized;
+    /// A hash value read from the store.
+    type Value: AsRef<[u8]>;
+
+    /// The server clock, in ms since the epoch.
+    fn now(&self) -> Millis;
+    fn shape(&mut self) -> Shape;
+    /// The value of one hash field.
+    fn get(&mut self, field: &Self::Name) -> Option<Self::Value>;
+    /// The field and value of a hash with exactly one field.
+    fn only_entry(&mut self) -> Option<(Vec<u8>, Vec<u8>)>;
+    /// Milliseconds until the key expires; `None` if it has no expiry.
+    fn ttl(&mut self) -> Option<Millis>;
+
+    /// HSET: creates the key if needed, keeps its expiry.
+    fn set_holds(&mut self, owner: &Self::Name, holds: i64);
+    /// PEXPIREAT on an existing key.
+    fn set_deadline(&mut self, deadline: Millis);
+    /// DEL.
+    fn delete(&mut self);
+}

@@ -1,0 +1,28 @@
+//! LOCK.RELEASE key owner
+
+use super::super::ffi::{Ctx, RStr};
+use super::super::key::{LockKey, Mode};
+use super::super::reply::Reply;
+use super::super::{handoff, stats};
+use crate::core::request;
+use crate::core::rules::{self, Released};
+use crate::core::{LockError, LockResult};
+
+pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
+    let req = request::parse_release(args)?;
+    let mut lock = LockKey::open(ctx, req.key, Mode::Write);
+    match rules::release(&mut lock, req.owner) {
+        Ok(Released::Held { holds }) => Ok(Reply::Int(holds)),
+        Ok(Released::Freed) => {
+            stats::RELEASED.bump();
+            handoff::lock_freed(ctx, &mut lock);
+            Ok(Reply::Int(0))
+        }
+        Err(e) => {
+            if e == LockError::NotOwner {
+                stats::NOT_OWNER.bump();
+            }
+            Err(e)
+        }
+    }
+}

@@ -1,0 +1,33 @@
+//! `INFO lock`: the module's counters (section `lock_stats`).
+
+use std::ffi::{CStr, c_int};
+
+use super::ffi::{Ctx, raw};
+use super::{firewall, stats};
+
+pub fn register(ctx: Ctx) {
+    unsafe {
+        if let Some(register) = raw::RedisModule_RegisterInfoFunc {
+            register(ctx.0, Some(info));
+        }
+    }
+}
+
+unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
+    firewall::callback((), || {
+        let field = |name: &CStr, value: u64| unsafe {
+            rm!(RedisModule_InfoAddFieldULongLong(ctx, name.as_ptr(), value));
+        };
+        unsafe {
+            rm!(RedisModule_InfoAddSection(ctx, c"stats".as_ptr()));
+        }
+        field(c"acquired", stats::ACQUIRED.get());
+        field(c"reentered", stats::REENTERED.get());
+        field(c"busy", stats::BUSY.get());
+        field(c"released", stats::RELEASED.get());
+        field(c"force_released", stats::FORCE_RELEASED.get());
+        field(c"renewed", stats::RENEWED.get());
+        field(c"not_owner", stats::NOT_OWNER.get());
+        field(c"unlock_published", stats::PUBLISHED.get());
+    })
+}

@@ -1,0 +1,33 @@
+//! Counters for `INFO lock`. Relaxed atomics: Redis calls us from one thread.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+#[derive(Default)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    pub const fn new() -> Counter {
+        Counter(AtomicU64::new(0))
+    }
+    pub fn bump(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Fresh locks granted at once.
+pub static ACQUIRED: Counter = Counter::new();
+/// Re-entries by the holder.
+pub static REENTERED: Counter = Counter::new();
+/// ACQUIRE answered nil (held by another owner or promised to waiters).
+pub static BUSY: Counter = Counter::new();
+/// Locks freed by RELEASE or FORCERELEASE.
+pub static RELEASED: Counter = Counter::new();
+pub static FORCE_RELEASED: Counter = Counter::new();
+pub static RENEWED: Counter = Counter::new();
+/// RELEASE by a non-holder (a lost lease, usually).
+pub static NOT_OWNER: Counter = Counter::new();
+/// Unlock notifications published.
+pub static PUBLISHED: Counter = Counter::new();
