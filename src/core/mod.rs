@@ -8,6 +8,7 @@ pub mod lease;
 pub mod memory;
 pub mod number;
 pub mod owner;
+pub mod queue;
 pub mod request;
 pub mod rules;
 pub mod store;

@@ -78,6 +78,8 @@ pub fn require_api() -> Result<(), &'static str> {
         RedisModule_SelectDb,
         RedisModule_GetThreadSafeContext,
         RedisModule_FreeThreadSafeContext,
+        RedisModule_AvoidReplicaTraffic,
+        RedisModule_GetBlockedClientHandle,
     );
     Ok(())
 }
@@ -108,14 +110,12 @@ impl Ctx {
 #[derive(Clone, Copy)]
 pub enum Level {
     Warning,
-    Notice,
 }
 
 /// Logs to the server log. `ctx` may be null (no command running).
 pub fn log_with(ctx: *mut RedisModuleCtx, level: Level, message: &str) {
     let level: &CStr = match level {
         Level::Warning => c"warning",
-        Level::Notice => c"notice",
     };
     // Client bytes may carry NULs; the message goes through "%s", never as a format.
     let text = CString::new(message.replace('\0', "\\0")).unwrap_or_default();
@@ -248,5 +248,62 @@ impl StaticStr {
 
     pub fn get(&self) -> *mut RedisModuleString {
         self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl Ctx {
+    /// The database the context works on.
+    pub fn db(self) -> i32 {
+        unsafe { rm!(RedisModule_GetSelectedDb(self.0)) }
+    }
+
+    pub fn select_db(self, db: i32) -> bool {
+        unsafe { rm!(RedisModule_SelectDb(self.0, db)) == raw::REDISMODULE_OK as c_int }
+    }
+
+    /// A primary (writes allowed and lock logic runs), not a replica.
+    pub fn is_primary(self) -> bool {
+        self.has_flag(raw::REDISMODULE_CTX_FLAGS_MASTER)
+    }
+
+    /// Clients are paused for writes (CLIENT PAUSE WRITE, failover): no
+    /// writes from timers now, or Redis asserts (see ENGINEERING.md).
+    pub fn writes_paused(self) -> bool {
+        unsafe { rm!(RedisModule_AvoidReplicaTraffic()) != 0 }
+    }
+}
+
+pub type TimerId = raw::RedisModuleTimerID;
+
+/// Starts a module timer (an event-loop time event: millisecond precise,
+/// unlike blocked-client timeouts, which lag up to 1/hz). `payload` is
+/// handed to `f` when it fires, inside the panic firewall.
+pub fn start_timer<T: 'static>(ctx: Ctx, ms: i64, payload: T, f: fn(Ctx, T)) -> TimerId {
+    unsafe extern "C" fn fire<T: 'static>(ctx: *mut RedisModuleCtx, data: *mut std::ffi::c_void) {
+        // SAFETY: `data` is the box made below, handed to us exactly once.
+        let boxed = unsafe { Box::from_raw(data as *mut (fn(Ctx, T), T)) };
+        super::firewall::callback((), move || {
+            let (f, payload) = *boxed;
+            f(Ctx(ctx), payload)
+        })
+    }
+    let data = Box::into_raw(Box::new((f, payload))) as *mut std::ffi::c_void;
+    unsafe {
+        rm!(RedisModule_CreateTimer(
+            ctx.0,
+            ms.max(0),
+            Some(fire::<T>),
+            data
+        ))
+    }
+}
+
+/// Stops a timer started with `start_timer::<T>`, dropping its payload.
+pub fn stop_timer<T: 'static>(ctx: Ctx, id: TimerId) {
+    let mut data: *mut std::ffi::c_void = ptr::null_mut();
+    let stopped = unsafe { rm!(RedisModule_StopTimer(ctx.0, id, &mut data)) };
+    if stopped == raw::REDISMODULE_OK as c_int && !data.is_null() {
+        // SAFETY: the timer was started by `start_timer::<T>` and never fired.
+        drop(unsafe { Box::from_raw(data as *mut (fn(Ctx, T), T)) });
     }
 }

@@ -3,7 +3,7 @@
 use std::ffi::{CStr, c_int};
 
 use super::ffi::{Ctx, raw};
-use super::{firewall, stats};
+use super::{firewall, stats, waiters};
 
 pub fn register(ctx: Ctx) {
     unsafe {
@@ -29,5 +29,13 @@ unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: 
         field(c"renewed", stats::RENEWED.get());
         field(c"not_owner", stats::NOT_OWNER.get());
         field(c"unlock_published", stats::PUBLISHED.get());
+        field(c"blocked", stats::BLOCKED.get());
+        field(c"granted_after_wait", stats::GRANTED_AFTER_WAIT.get());
+        field(c"timed_out", stats::TIMED_OUT.get());
+        field(c"disconnected", stats::DISCONNECTED.get());
+        field(c"undelivered", stats::UNDELIVERED.get());
+        let (waiting, queues) = waiters::totals();
+        field(c"waiting", waiting as u64);
+        field(c"queues", queues as u64);
     })
 }

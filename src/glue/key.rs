@@ -8,7 +8,7 @@ use std::ffi::{CStr, c_int, c_longlong, c_void};
 use std::ptr;
 
 use super::ffi::{Ctx, OwnedStr, RStr, StaticStr, raw};
-use super::firewall;
+use super::{events, firewall};
 use crate::core::Millis;
 use crate::core::store::{LockStore, Shape};
 
@@ -45,19 +45,22 @@ impl<'a> LockKey<'a> {
         }
     }
 
-    pub fn name(&self) -> &RStr {
+    /// The key's name (borrowed from the caller, not from the open key).
+    pub fn name(&self) -> &'a RStr {
         self.name
     }
 
+    /// Fires the keyspace event the equivalent command would. Marked as our
+    /// own, so the module's subscriber does not re-serve queues we serve.
     fn notify(&self, class: c_int, event: &CStr) {
-        unsafe {
+        events::own_event(|| unsafe {
             rm!(RedisModule_NotifyKeyspaceEvent(
                 self.ctx.0,
                 class,
                 event.as_ptr(),
                 self.name.ptr()
             ));
-        }
+        });
     }
 }
 

@@ -6,6 +6,7 @@ pub mod config;
 #[macro_use]
 pub mod ffi;
 mod commands;
+mod events;
 mod firewall;
 mod handoff;
 mod info;
@@ -33,6 +34,10 @@ pub fn init(context: &Context, _args: &[RedisString]) -> Status {
     key::ONE.init(b"1");
     notify::init();
     if let Err(e) = commands::register(ctx) {
+        ctx.log(Level::Warning, &format!("lock module: {e}"));
+        return Status::Err;
+    }
+    if let Err(e) = events::subscribe(ctx) {
         ctx.log(Level::Warning, &format!("lock module: {e}"));
         return Status::Err;
     }

@@ -31,3 +31,13 @@ pub static RENEWED: Counter = Counter::new();
 pub static NOT_OWNER: Counter = Counter::new();
 /// Unlock notifications published.
 pub static PUBLISHED: Counter = Counter::new();
+/// ACQUIRE ... BLOCK calls that had to wait.
+pub static BLOCKED: Counter = Counter::new();
+/// Locks handed to a waiter.
+pub static GRANTED_AFTER_WAIT: Counter = Counter::new();
+/// Waiters whose BLOCK time ran out (or CLIENT UNBLOCK ... TIMEOUT).
+pub static TIMED_OUT: Counter = Counter::new();
+/// Waiters whose connection closed (or CLIENT UNBLOCK ... ERROR).
+pub static DISCONNECTED: Counter = Counter::new();
+/// Grants whose client vanished before the reply: the hold was given back.
+pub static UNDELIVERED: Counter = Counter::new();

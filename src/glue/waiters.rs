@@ -1,25 +1,430 @@
-//! Clients waiting with BLOCK (issue 3: not built yet).
+//! Clients waiting with `LOCK.ACQUIRE ... BLOCK ms`: one FIFO `WaitQueue`
+//! per (db, key), the blocked-client handles, and every way a waiter leaves.
+//!
+//! Blocking is built on `RedisModule_BlockClient` + direct hand-off, which
+//! works on Redis 7.0 (blocking on keys does not: a lock is freed by deleting
+//! its key, and 7.0 only wakes module waiters on keys that exist).
+//!
+//! Invariant: a waiter is in the registry exactly until `RedisModule_UnblockClient`
+//! is called for its handle, which happens exactly once, whichever comes
+//! first: grant, our timeout timer, CLIENT UNBLOCK, disconnect.
+//!
+//! The registry is touched only in short closures that never call into Redis,
+//! so a callback Redis makes while we are inside a Redis call (a keyspace
+//! event, say) can always borrow it.
 
-use super::ffi::{Ctx, RStr};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::{c_int, c_void};
+use std::ptr;
+
+use super::ffi::{Ctx, OwnedStr, RStr, TimerId, raw, start_timer, stop_timer};
 use super::reply::Reply;
+use super::{firewall, handoff, stats};
+use crate::core::queue::{Ticket, WaitQueue};
 use crate::core::request::Block;
-use crate::core::{Lease, LockResult};
+use crate::core::{Lease, LockError, LockResult, Millis};
 
-pub fn is_queued(_ctx: Ctx, _key: &RStr) -> bool {
-    false
+type BlockedClient = *mut raw::RedisModuleBlockedClient;
+
+/// A client parked in a queue.
+pub struct Waiter {
+    id: u64,
+    bc: BlockedClient,
+    /// Copied out of the command's arguments: it outlives the command.
+    pub owner: OwnedStr,
+    /// `*`: reply with the owner instead of the hold count.
+    pub generated: bool,
+    pub lease: Lease,
+    timeout: Option<TimerId>,
 }
 
-pub fn count(_ctx: Ctx, _key: &RStr) -> usize {
-    0
+/// How a blocked client is woken: passed to `UnblockClient`, read by the
+/// reply callback, freed by `free_wakeup`.
+enum Wakeup {
+    Granted {
+        holds: i64,
+        owner: OwnedStr,
+        generated: bool,
+        db: i32,
+        key: Vec<u8>,
+    },
+    TimedOut,
+    Failed(LockError),
 }
 
+#[derive(Default)]
+struct KeyQueue {
+    queue: WaitQueue<Waiter>,
+    /// Timer at the holder's lease deadline, and when it fires (ms).
+    deadline: Option<(TimerId, Millis)>,
+}
+
+struct Location {
+    db: i32,
+    key: Vec<u8>,
+    ticket: Ticket,
+}
+
+#[derive(Default)]
+struct Registry {
+    next_id: u64,
+    keys: HashMap<i32, HashMap<Vec<u8>, KeyQueue>>,
+    by_id: HashMap<u64, Location>,
+    by_client: HashMap<usize, u64>,
+}
+
+thread_local! {
+    // Redis runs module code on its main thread only.
+    static REGISTRY: RefCell<Registry> = RefCell::new(Registry::default());
+}
+
+fn with<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
+    REGISTRY.with(|r| f(&mut r.borrow_mut()))
+}
+
+impl Registry {
+    fn queue(&self, db: i32, key: &[u8]) -> Option<&KeyQueue> {
+        self.keys.get(&db)?.get(key)
+    }
+
+    fn queue_mut(&mut self, db: i32, key: &[u8]) -> Option<&mut KeyQueue> {
+        self.keys.get_mut(&db)?.get_mut(key)
+    }
+
+    /// Drops an empty queue; returns its deadline timer for the caller to stop.
+    fn drop_if_empty(&mut self, db: i32, key: &[u8]) -> Option<TimerId> {
+        let per_db = self.keys.get_mut(&db)?;
+        if !per_db.get(key)?.queue.is_empty() {
+            return None;
+        }
+        let timer = per_db
+            .remove(key)
+            .and_then(|q| q.deadline)
+            .map(|(id, _)| id);
+        if per_db.is_empty() {
+            self.keys.remove(&db);
+        }
+        if self.keys.is_empty() {
+            // Give the memory of past bursts back.
+            let next_id = self.next_id;
+            *self = Registry {
+                next_id,
+                ..Registry::default()
+            };
+        }
+        timer
+    }
+
+    fn unindex(&mut self, waiter: &Waiter) {
+        self.by_id.remove(&waiter.id);
+        self.by_client.remove(&(waiter.bc as usize));
+    }
+
+    /// Removes a waiter wherever it stands.
+    fn leave(&mut self, id: u64) -> Option<(Waiter, Option<TimerId>)> {
+        let loc = self.by_id.get(&id)?;
+        let (db, key, ticket) = (loc.db, loc.key.clone(), loc.ticket);
+        let waiter = self.queue_mut(db, &key)?.queue.remove(ticket)?;
+        self.unindex(&waiter);
+        let deadline = self.drop_if_empty(db, &key);
+        Some((waiter, deadline))
+    }
+}
+
+pub fn is_queued(ctx: Ctx, key: &RStr) -> bool {
+    count_in(ctx.db(), key.as_ref()) > 0
+}
+
+pub fn count(ctx: Ctx, key: &RStr) -> usize {
+    count_in(ctx.db(), key.as_ref())
+}
+
+pub fn count_in(db: i32, key: &[u8]) -> usize {
+    with(|r| r.queue(db, key).map_or(0, |q| q.queue.len()))
+}
+
+/// Every waiter, and the number of keys they wait for (INFO).
+pub fn totals() -> (usize, usize) {
+    with(|r| {
+        let keys = r.keys.values().map(HashMap::len).sum();
+        (r.by_id.len(), keys)
+    })
+}
+
+/// Keys with waiters in `db` (all dbs if `None`): what a flush may have freed.
+pub fn queued_keys(db: Option<i32>) -> Vec<(i32, Vec<u8>)> {
+    with(|r| {
+        r.keys
+            .iter()
+            .filter(|(d, _)| db.is_none_or(|db| **d == db))
+            .flat_map(|(d, keys)| keys.keys().map(|k| (*d, k.clone())))
+            .collect()
+    })
+}
+
+/// Parks the client at the tail of the key's queue. `ttl`: the holder's
+/// lease left, to arm the hand-off at its deadline.
 pub fn enqueue(
-    _ctx: Ctx,
-    _key: &RStr,
-    _owner: &RStr,
-    _generated: bool,
-    _lease: Lease,
-    _block: Block,
+    ctx: Ctx,
+    key: &RStr,
+    owner: &RStr,
+    generated: bool,
+    lease: Lease,
+    block: Block,
+    ttl: Option<Millis>,
 ) -> LockResult<Reply> {
-    Ok(Reply::Nil)
+    // Redis's own timeout is off (0): it only fires on the next event-loop
+    // turn (up to 1/hz late); our timer below fires on time. The timeout
+    // callback still serves CLIENT UNBLOCK.
+    let bc = unsafe {
+        rm!(RedisModule_BlockClient(
+            ctx.0,
+            Some(reply_wakeup),
+            Some(unblocked_by_command),
+            Some(free_wakeup),
+            0
+        ))
+    };
+    if bc.is_null() {
+        return Err(LockError::Internal("cannot block the client".into()));
+    }
+    unsafe { rm!(RedisModule_SetDisconnectCallback(bc, Some(disconnected))) };
+
+    let db = ctx.db();
+    let key_bytes = key.as_ref().to_vec();
+    let id = with(|r| {
+        r.next_id += 1;
+        r.next_id
+    });
+    let timeout = block
+        .timeout_ms
+        .map(|ms| start_timer(ctx, ms, id, timed_out));
+    let waiter = Waiter {
+        id,
+        bc,
+        owner: OwnedStr::new(ptr::null_mut(), owner.as_ref()),
+        generated,
+        lease,
+        timeout,
+    };
+    with(|r| {
+        let ticket = r
+            .keys
+            .entry(db)
+            .or_default()
+            .entry(key_bytes.clone())
+            .or_default()
+            .queue
+            .push(waiter);
+        r.by_id.insert(
+            id,
+            Location {
+                db,
+                key: key_bytes.clone(),
+                ticket,
+            },
+        );
+        r.by_client.insert(bc as usize, id);
+    });
+    stats::BLOCKED.bump();
+    handoff::arm_deadline(ctx, db, &key_bytes, ttl);
+    Ok(Reply::Blocked)
+}
+
+/// The head of the queue, taken out to be served; `restore` puts it back.
+pub fn pop_head(db: i32, key: &[u8]) -> Option<(Ticket, Waiter)> {
+    with(|r| {
+        let (ticket, waiter) = r.queue_mut(db, key)?.queue.pop_front()?;
+        r.unindex(&waiter);
+        Some((ticket, waiter))
+    })
+}
+
+pub fn restore(db: i32, key: &[u8], ticket: Ticket, waiter: Waiter) {
+    with(|r| {
+        r.by_id.insert(
+            waiter.id,
+            Location {
+                db,
+                key: key.to_vec(),
+                ticket,
+            },
+        );
+        r.by_client.insert(waiter.bc as usize, waiter.id);
+        r.keys
+            .entry(db)
+            .or_default()
+            .entry(key.to_vec())
+            .or_default()
+            .queue
+            .restore(ticket, waiter);
+    })
+}
+
+/// The deadline timer of a key's queue: replaced if `new` fires earlier.
+/// Returns the timer to stop, and whether the caller should start `new`.
+pub fn swap_deadline(db: i32, key: &[u8], at: Millis) -> (Option<TimerId>, bool) {
+    with(|r| match r.queue(db, key) {
+        None => (None, false),
+        Some(q) => match q.deadline {
+            Some((_, current)) if current <= at => (None, false),
+            Some((id, _)) => (Some(id), true),
+            None => (None, true),
+        },
+    })
+}
+
+pub fn set_deadline(db: i32, key: &[u8], timer: Option<(TimerId, Millis)>) {
+    with(|r| {
+        if let Some(q) = r.queue_mut(db, key) {
+            q.deadline = timer;
+        }
+    })
+}
+
+/// After serving: if the queue is now empty, forget it (and its timer).
+pub fn forget_if_empty(ctx: Ctx, db: i32, key: &[u8]) {
+    if let Some(timer) = with(|r| r.drop_if_empty(db, key)) {
+        stop_timer::<(i32, Vec<u8>)>(ctx, timer);
+    }
+}
+
+/// Hands the lock to a waiter already taken from its queue (it now holds it
+/// `holds` times), or tells it why not.
+pub fn grant(ctx: Ctx, db: i32, key: &[u8], waiter: Waiter, holds: i64) {
+    stats::GRANTED_AFTER_WAIT.bump();
+    let wakeup = Wakeup::Granted {
+        holds,
+        owner: waiter.owner,
+        generated: waiter.generated,
+        db,
+        key: key.to_vec(),
+    };
+    wake(ctx, waiter.bc, waiter.timeout, wakeup);
+}
+
+pub fn fail(ctx: Ctx, waiter: Waiter, error: LockError) {
+    wake(ctx, waiter.bc, waiter.timeout, Wakeup::Failed(error));
+}
+
+fn wake(ctx: Ctx, bc: BlockedClient, timeout: Option<TimerId>, wakeup: Wakeup) {
+    if let Some(timer) = timeout {
+        stop_timer::<u64>(ctx, timer);
+    }
+    let data = Box::into_raw(Box::new(wakeup)) as *mut c_void;
+    unsafe { rm!(RedisModule_UnblockClient(bc, data)) };
+}
+
+/// Our BLOCK timeout fired: the waiter leaves with nil.
+fn timed_out(ctx: Ctx, id: u64) {
+    let Some((waiter, deadline)) = with(|r| r.leave(id)) else {
+        return;
+    };
+    if let Some(timer) = deadline {
+        stop_timer::<(i32, Vec<u8>)>(ctx, timer);
+    }
+    stats::TIMED_OUT.bump();
+    // The timer has fired: it must not be stopped again.
+    wake(ctx, waiter.bc, None, Wakeup::TimedOut);
+}
+
+/// Removes the waiter blocked on `bc` (CLIENT UNBLOCK, disconnect) and
+/// releases its handle; false if it was already woken.
+fn leave_by_client(ctx: Ctx, bc: BlockedClient) -> bool {
+    let left = with(|r| {
+        let id = *r.by_client.get(&(bc as usize))?;
+        r.leave(id)
+    });
+    let Some((waiter, deadline)) = left else {
+        return false;
+    };
+    if let Some(timer) = waiter.timeout {
+        stop_timer::<u64>(ctx, timer);
+    }
+    if let Some(timer) = deadline {
+        stop_timer::<(i32, Vec<u8>)>(ctx, timer);
+    }
+    unsafe { rm!(RedisModule_UnblockClient(bc, ptr::null_mut())) };
+    true
+}
+
+/// Reply callback: runs in the event loop after `UnblockClient`.
+unsafe extern "C" fn reply_wakeup(
+    ctx: *mut raw::RedisModuleCtx,
+    _argv: *mut *mut raw::RedisModuleString,
+    _argc: c_int,
+) -> c_int {
+    let ctx = Ctx(ctx);
+    firewall::command(ctx, || {
+        let data = unsafe { rm!(RedisModule_GetBlockedClientPrivateData(ctx.0)) };
+        // SAFETY: every UnblockClient that reaches a reply passes a Wakeup box.
+        let Some(wakeup) = (unsafe { (data as *const Wakeup).as_ref() }) else {
+            return Ok(Reply::Nil);
+        };
+        match wakeup {
+            Wakeup::Granted {
+                owner,
+                generated,
+                holds,
+                ..
+            } => {
+                if *generated {
+                    Ok(Reply::Owner(OwnedStr::new(ctx.0, owner.as_ref())))
+                } else {
+                    Ok(Reply::Int(*holds))
+                }
+            }
+            Wakeup::TimedOut => Ok(Reply::Nil),
+            Wakeup::Failed(e) => Err(e.clone()),
+        }
+    })
+}
+
+/// Timeout callback: only CLIENT UNBLOCK gets here (our own timeouts use a
+/// timer). TIMEOUT → nil, like a timed-out BLOCK.
+unsafe extern "C" fn unblocked_by_command(
+    ctx: *mut raw::RedisModuleCtx,
+    _argv: *mut *mut raw::RedisModuleString,
+    _argc: c_int,
+) -> c_int {
+    let ctx = Ctx(ctx);
+    firewall::command(ctx, || {
+        let bc = unsafe { rm!(RedisModule_GetBlockedClientHandle(ctx.0)) };
+        if leave_by_client(ctx, bc) {
+            stats::TIMED_OUT.bump();
+        }
+        Ok(Reply::Nil)
+    })
+}
+
+/// The client went away while waiting (closed, CLIENT KILL, CLIENT UNBLOCK
+/// ERROR, or the server became a replica): it leaves the queue for good.
+unsafe extern "C" fn disconnected(ctx: *mut raw::RedisModuleCtx, bc: BlockedClient) {
+    let ctx = Ctx(ctx);
+    firewall::callback((), || {
+        if leave_by_client(ctx, bc) {
+            stats::DISCONNECTED.bump();
+        }
+    })
+}
+
+/// Frees a wakeup. If the client vanished between its grant and the reply,
+/// the grant was never delivered: give the hold back (the lock moves on).
+unsafe extern "C" fn free_wakeup(ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
+    if data.is_null() {
+        return;
+    }
+    // SAFETY: `data` is a Wakeup box from `wake`, freed only here.
+    let wakeup = unsafe { Box::from_raw(data as *mut Wakeup) };
+    let ctx = Ctx(ctx);
+    firewall::callback((), move || {
+        let undelivered = unsafe { rm!(RedisModule_BlockedClientDisconnected(ctx.0)) } != 0;
+        if let Wakeup::Granted { owner, db, key, .. } = *wakeup {
+            if undelivered {
+                stats::UNDELIVERED.bump();
+                handoff::undo_grant(ctx, db, key, owner);
+            }
+        }
+    })
 }

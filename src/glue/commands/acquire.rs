@@ -4,7 +4,7 @@ use super::super::config;
 use super::super::ffi::{Ctx, OwnedStr, RStr, raw};
 use super::super::key::{LockKey, Mode};
 use super::super::reply::Reply;
-use super::super::{stats, waiters};
+use super::super::{handoff, stats, waiters};
 use crate::core::LockResult;
 use crate::core::owner;
 use crate::core::request::{self, OwnerSpec};
@@ -31,6 +31,10 @@ pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
     let queued = waiters::is_queued(ctx, req.key);
     match rules::acquire(&mut lock, owner, lease, queued)? {
         Acquired::Granted { holds } => {
+            if queued {
+                // A re-entry may have shortened the lease waiters are timed by.
+                handoff::arm_deadline(ctx, ctx.db(), req.key.as_ref(), lock.ttl());
+            }
             if holds == 1 {
                 stats::ACQUIRED.bump();
             } else {
@@ -46,8 +50,10 @@ pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
             // as BLPOP does there.
             match block {
                 Some(block) if !ctx.has_flag(raw::REDISMODULE_CTX_FLAGS_DENY_BLOCKING) => {
+                    let ttl = lock.ttl();
                     drop(lock);
-                    waiters::enqueue(ctx, req.key, owner, generated.is_some(), lease, block)
+                    let generated = generated.is_some();
+                    waiters::enqueue(ctx, req.key, owner, generated, lease, block, ttl)
                 }
                 _ => {
                     stats::BUSY.bump();
