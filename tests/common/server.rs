@@ -128,9 +128,17 @@ pub fn module_path() -> PathBuf {
         );
         return p;
     }
+    // The workspace's target dir: the nearest ancestor of this crate that
+    // has one (this file is also compiled into crates/testkit).
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
+        .unwrap_or_else(|| {
+            let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+            here.ancestors()
+                .map(|dir| dir.join("target"))
+                .find(|t| t.join("release/libhashlock.so").is_file())
+                .unwrap_or_else(|| here.join("target"))
+        });
     let p = target.join("release/libhashlock.so");
     assert!(
         p.is_file(),

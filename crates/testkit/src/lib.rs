@@ -1,0 +1,31 @@
+//! Real Redis / Valkey servers started on demand (free port, temp dir,
+//! killed on drop) and a small synchronous RESP2/RESP3 client that keeps the
+//! exact reply types. Shared by the integration tests, `make bench` and
+//! `make soak`.
+
+use std::time::{Duration, Instant};
+
+// The sources live with the integration tests (tests/common), which were
+// written first; this crate compiles the same files for the other tools.
+#[path = "../../../tests/common/resp.rs"]
+#[allow(unused_macros, unused_imports)]
+pub mod resp;
+#[path = "../../../tests/common/server.rs"]
+pub mod server;
+
+pub use resp::{Client, Reply, ToArg};
+pub use server::{KINDS, Kind, Server, ServerBuilder, info_value, module_path};
+
+/// Polls `f` every 10 ms until it returns true or `timeout` passes.
+pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if f() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
