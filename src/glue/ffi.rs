@@ -80,6 +80,11 @@ pub fn require_api() -> Result<(), &'static str> {
         RedisModule_FreeThreadSafeContext,
         RedisModule_AvoidReplicaTraffic,
         RedisModule_GetBlockedClientHandle,
+        RedisModule_GetServerInfo,
+        RedisModule_ServerInfoGetFieldSigned,
+        RedisModule_FreeServerInfo,
+        RedisModule_SignalModifiedKey,
+        RedisModule_SetModuleOptions,
     );
     Ok(())
 }

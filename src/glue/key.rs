@@ -27,6 +27,10 @@ pub struct LockKey<'a> {
     /// Null when opened for reading and the key does not exist.
     key: *mut raw::RedisModuleKey,
     now: Millis,
+    /// Something was written: WATCH and client-side caching must hear of it
+    /// (and only then: the module opts out of Redis's implicit signal, which
+    /// would fire for every key opened for writing, even by a nil ACQUIRE).
+    wrote: bool,
 }
 
 impl<'a> LockKey<'a> {
@@ -42,6 +46,7 @@ impl<'a> LockKey<'a> {
             name,
             key,
             now: ctx.now(),
+            wrote: false,
         }
     }
 
@@ -66,6 +71,9 @@ impl<'a> LockKey<'a> {
 
 impl Drop for LockKey<'_> {
     fn drop(&mut self) {
+        if self.wrote {
+            unsafe { rm!(RedisModule_SignalModifiedKey(self.ctx.0, self.name.ptr())) };
+        }
         if !self.key.is_null() {
             unsafe { rm!(RedisModule_CloseKey(self.key)) }
         }
@@ -145,6 +153,7 @@ impl LockStore for LockKey<'_> {
     }
 
     fn set_holds(&mut self, owner: &RStr, holds: i64) {
+        self.wrote = true;
         let created;
         let value = if holds == 1 {
             ONE.get()
@@ -175,6 +184,7 @@ impl LockStore for LockKey<'_> {
     }
 
     fn set_deadline(&mut self, deadline: Millis) {
+        self.wrote = true;
         unsafe {
             rm!(RedisModule_SetAbsExpire(self.key, deadline));
             rm!(RedisModule_Replicate(
@@ -189,6 +199,7 @@ impl LockStore for LockKey<'_> {
     }
 
     fn delete(&mut self) {
+        self.wrote = true;
         unsafe {
             rm!(RedisModule_DeleteKey(self.key));
             rm!(RedisModule_Replicate(

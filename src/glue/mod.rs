@@ -31,8 +31,15 @@ pub fn init(context: &Context, _args: &[RedisString]) -> Status {
         return Status::Err;
     }
     firewall::install_panic_hook();
+    // `LockKey` signals modified keys itself, only when it wrote something.
+    unsafe {
+        rm!(RedisModule_SetModuleOptions(
+            ctx.0,
+            ffi::raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED as std::ffi::c_int
+        ))
+    };
     key::ONE.init(b"1");
-    notify::init();
+    notify::init(ctx);
     if let Err(e) = commands::register(ctx) {
         ctx.log(Level::Warning, &format!("lock module: {e}"));
         return Status::Err;

@@ -3,16 +3,53 @@
 //!
 //! Standalone: PUBLISH semantics. `RedisModule_PublishMessage` reaches this
 //! server's subscribers only, so a PUBLISH is also sent down the replication
-//! stream (flag `A`: replicas, not the AOF), as the PUBLISH command does.
+//! stream (flag `A`: replicas, not the AOF), as the PUBLISH command does —
+//! when replicas are connected. `RedisModule_Replicate` costs ~3,000
+//! instructions even when nothing is propagated (measured), and a message
+//! nobody can receive need not be sent; pub/sub is fire-and-forget, so this
+//! never affects lock state.
 //! Cluster: sharded publish, since the channel hashes to the key's slot.
+
+use std::ffi::c_int;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use super::ffi::{Ctx, OwnedStr, RStr, StaticStr, raw};
 use crate::core::channel::{UNLOCK_MESSAGE, unlock_channel};
 
 pub static MESSAGE: StaticStr = StaticStr::empty();
 
-pub fn init() {
+/// Replicas online: counted at load, then followed through replica events.
+/// It can only overcount (a replica mid-sync at load is counted twice once
+/// online), which costs a useless PUBLISH, never a lost one.
+static REPLICAS: AtomicI64 = AtomicI64::new(0);
+
+pub fn init(ctx: Ctx) {
     MESSAGE.init(UNLOCK_MESSAGE);
+    REPLICAS.store(connected_replicas(ctx), Ordering::Relaxed);
+}
+
+pub fn replica_changed(online: bool) {
+    let delta = if online { 1 } else { -1 };
+    let n = REPLICAS.load(Ordering::Relaxed);
+    REPLICAS.store((n + delta).max(0), Ordering::Relaxed);
+}
+
+fn connected_replicas(ctx: Ctx) -> i64 {
+    unsafe {
+        let info = rm!(RedisModule_GetServerInfo(ctx.0, c"replication".as_ptr()));
+        if info.is_null() {
+            // Unknown: assume there are some (a useless PUBLISH is harmless).
+            return 1;
+        }
+        let mut err: c_int = 0;
+        let n = rm!(RedisModule_ServerInfoGetFieldSigned(
+            info,
+            c"connected_slaves".as_ptr(),
+            &mut err
+        ));
+        rm!(RedisModule_FreeServerInfo(ctx.0, info));
+        if err != 0 { 1 } else { n }
+    }
 }
 
 pub fn publish_unlock(ctx: Ctx, key: &RStr) {
@@ -28,6 +65,9 @@ pub fn publish_unlock(ctx: Ctx, key: &RStr) {
             return;
         }
         rm!(RedisModule_PublishMessage(ctx.0, channel.ptr(), message));
+        if REPLICAS.load(Ordering::Relaxed) == 0 {
+            return;
+        }
         rm!(RedisModule_Replicate(
             ctx.0,
             c"PUBLISH".as_ptr(),

@@ -20,7 +20,7 @@ use std::ptr;
 
 use super::ffi::{Ctx, OwnedStr, RStr, TimerId, raw, start_timer, stop_timer};
 use super::reply::Reply;
-use super::{firewall, handoff, stats};
+use super::{events, firewall, handoff, stats};
 use crate::core::queue::{Ticket, WaitQueue};
 use crate::core::request::Block;
 use crate::core::{Lease, LockError, LockResult, Millis};
@@ -174,6 +174,7 @@ pub fn enqueue(
     block: Block,
     ttl: Option<Millis>,
 ) -> LockResult<Reply> {
+    events::watch_keyspace(ctx)?;
     // Redis's own timeout is off (0): it only fires on the next event-loop
     // turn (up to 1/hz late); our timer below fires on time. The timeout
     // callback still serves CLIENT UNBLOCK.

@@ -18,6 +18,12 @@ use crate::core::request::Command;
 
 type Handler = fn(Ctx, &[RStr]) -> LockResult<Reply>;
 
+const KEY_RO: u32 = raw::REDISMODULE_CMD_KEY_RO;
+const KEY_RW: u32 = raw::REDISMODULE_CMD_KEY_RW;
+const KEY_ACCESS: u32 = raw::REDISMODULE_CMD_KEY_ACCESS;
+const KEY_UPDATE: u32 = raw::REDISMODULE_CMD_KEY_UPDATE;
+const KEY_DELETE: u32 = raw::REDISMODULE_CMD_KEY_DELETE;
+
 struct Spec {
     command: Command,
     name: &'static CStr,
@@ -27,6 +33,8 @@ struct Spec {
         c_int,
     ) -> c_int,
     flags: &'static CStr,
+    /// How the command uses its key (ACL %R~/%W~ patterns, COMMAND INFO).
+    key_flags: u32,
     /// ACL categories, set where the server supports it (7.2+).
     acl: &'static CStr,
     summary: &'static CStr,
@@ -62,6 +70,7 @@ const SPECS: [Spec; 5] = [
     Spec {
         command: Command::Acquire,
         name: c"lock.acquire",
+        key_flags: KEY_RW | KEY_ACCESS | KEY_UPDATE,
         entry: acquire_entry,
         flags: c"write deny-oom",
         acl: c"write slow blocking",
@@ -71,6 +80,7 @@ const SPECS: [Spec; 5] = [
     Spec {
         command: Command::Release,
         name: c"lock.release",
+        key_flags: KEY_RW | KEY_ACCESS | KEY_UPDATE,
         entry: release_entry,
         flags: c"write fast",
         acl: c"write fast",
@@ -80,6 +90,7 @@ const SPECS: [Spec; 5] = [
     Spec {
         command: Command::Renew,
         name: c"lock.renew",
+        key_flags: KEY_RW | KEY_ACCESS | KEY_UPDATE,
         entry: renew_entry,
         flags: c"write fast",
         acl: c"write fast",
@@ -89,6 +100,7 @@ const SPECS: [Spec; 5] = [
     Spec {
         command: Command::Info,
         name: c"lock.info",
+        key_flags: KEY_RO | KEY_ACCESS,
         entry: info_entry,
         flags: c"readonly fast",
         acl: c"read fast",
@@ -98,6 +110,7 @@ const SPECS: [Spec; 5] = [
     Spec {
         command: Command::ForceRelease,
         name: c"lock.forcerelease",
+        key_flags: KEY_RW | KEY_ACCESS | KEY_DELETE,
         entry: force_release_entry,
         flags: c"write fast",
         acl: c"write fast",
@@ -153,7 +166,21 @@ fn set_info(command: *mut raw::RedisModuleCommand, spec: &Spec) -> Result<(), St
         sizeof_keyspec: std::mem::size_of::<raw::RedisModuleCommandKeySpec>(),
         sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
     };
+    // One key at argument 1 (UPDATE, INSERT and DELETE exclude each other:
+    // RELEASE both decrements and deletes, so it is an UPDATE). Without this, Redis derives a read-write spec
+    // from (1,1,1) and a read-only ACL pattern refuses LOCK.INFO.
+    // SAFETY (zeroed): plain C structs; the zeroed second entry ends the list.
+    let mut key_specs: [raw::RedisModuleCommandKeySpec; 2] = unsafe { std::mem::zeroed() };
+    key_specs[0].flags = u64::from(spec.key_flags);
+    key_specs[0].begin_search_type =
+        raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
+    key_specs[0].bs.index.pos = 1;
+    key_specs[0].find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
+    key_specs[0].fk.range.lastkey = 0;
+    key_specs[0].fk.range.keystep = 1;
+    key_specs[0].fk.range.limit = 0;
     let mut info: raw::RedisModuleCommandInfo = unsafe { std::mem::zeroed() };
+    info.key_specs = key_specs.as_mut_ptr();
     info.version = &VERSION;
     info.summary = spec.summary.as_ptr();
     info.complexity = spec.complexity.as_ptr();
