@@ -26,3 +26,70 @@ pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// Turns `fn name(kind: Kind)` into one `#[test]` per server: `name::redis`
+/// and `name::valkey` (so the two run in parallel and fail separately).
+/// Attributes written before the name, e.g. `#[ignore = "BUG: ..."]`, apply
+/// to both tests.
+///
+/// ```ignore
+/// fn acquire_works(kind: Kind) { ... }
+/// per_kind!(acquire_works, #[ignore = "BUG: ..."] known_bug);
+/// ```
+macro_rules! per_kind {
+    ($($(#[$meta:meta])* $name:ident),* $(,)?) => {$(
+        mod $name {
+            $(#[$meta])*
+            #[test]
+            fn redis() {
+                super::$name($crate::common::Kind::Redis)
+            }
+            $(#[$meta])*
+            #[test]
+            fn valkey() {
+                super::$name($crate::common::Kind::Valkey)
+            }
+        }
+    )*};
+}
+pub(crate) use per_kind;
+
+/// Everything a client can observe about a key: `TYPE`, `DUMP` (the full
+/// serialized value) and `PEXPIRETIME`. Equal before and after a command
+/// means the command changed nothing at the key.
+#[track_caller]
+pub fn key_state(c: &mut Client, key: &[u8]) -> (Reply, Reply, Reply) {
+    (
+        c.cmd(&[&b"TYPE"[..], key]),
+        c.cmd(&[&b"DUMP"[..], key]),
+        c.cmd(&[&b"PEXPIRETIME"[..], key]),
+    )
+}
+
+/// A hash as (field, value) pairs in the server's order, and the key's
+/// `PEXPIRETIME` (-2 missing, -1 no expiry). Works on RESP2 and RESP3.
+#[track_caller]
+pub fn hash_and_deadline(c: &mut Client, key: &[u8]) -> (Vec<(Vec<u8>, Vec<u8>)>, i64) {
+    let pairs = match c.cmd(&[&b"HGETALL"[..], key]) {
+        Reply::Array(flat) => flat
+            .chunks_exact(2)
+            .map(|kv| (kv[0].as_bytes().to_vec(), kv[1].as_bytes().to_vec()))
+            .collect(),
+        Reply::Map(pairs) => pairs
+            .iter()
+            .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+            .collect(),
+        other => panic!("HGETALL {}: {other:?}", key.escape_ascii()),
+    };
+    let deadline = c.cmd(&[&b"PEXPIRETIME"[..], key]).as_int();
+    (pairs, deadline)
+}
+
+/// The local wall clock in ms since the epoch (the servers run on this
+/// machine, so it is their clock too).
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock before 1970")
+        .as_millis() as i64
+}

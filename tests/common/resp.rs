@@ -363,6 +363,55 @@ impl Client {
         self.cmd(&["CLIENT", "ID"]).as_int()
     }
 
+    /// After sending `SYNC` (acting as a replica): skips the primary's
+    /// keep-alive newlines and reads the RDB snapshot, which is framed as
+    /// `$<len>\r\n<bytes>` with NO trailing CRLF (or, diskless, as
+    /// `$EOF:<40-byte mark>\r\n<bytes><mark>`). Returns the RDB bytes; what
+    /// follows on the connection is the replication stream, readable with
+    /// [`Client::read_reply`] / [`Client::try_read_reply`].
+    #[track_caller]
+    pub fn read_sync_payload(&mut self) -> Vec<u8> {
+        // Keep-alives: a bare "\n" every second while the primary saves.
+        loop {
+            let next = match self.reader.fill_buf() {
+                Ok([]) => panic!("connection to port {} closed during SYNC", self.port),
+                Ok(buf) => buf[0],
+                Err(e) => self.io_panic(e),
+            };
+            if next != b'\n' {
+                break;
+            }
+            self.reader.consume(1);
+        }
+        let line = self.read_line();
+        let Some(spec) = line.strip_prefix(b"$") else {
+            panic!(
+                "SYNC on port {}: expected `$<len>`, got {:?}",
+                self.port,
+                line.escape_ascii().to_string()
+            );
+        };
+        if let Some(mark) = spec.strip_prefix(b"EOF:") {
+            // Diskless transfer: read until the payload ends with the mark.
+            let mut rdb = Vec::new();
+            let mut byte = [0u8; 1];
+            while !rdb.ends_with(mark) {
+                if let Err(e) = self.reader.read_exact(&mut byte) {
+                    self.io_panic(e);
+                }
+                rdb.push(byte[0]);
+            }
+            rdb.truncate(rdb.len() - mark.len());
+            return rdb;
+        }
+        let len = self.parse_num(spec);
+        let mut rdb = vec![0; self.len(len)];
+        if let Err(e) = self.reader.read_exact(&mut rdb) {
+            self.io_panic(e);
+        }
+        rdb
+    }
+
     // ---- parser ----
 
     /// One CRLF-terminated line, without the CRLF.
