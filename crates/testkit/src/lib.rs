@@ -5,12 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-// The sources live with the integration tests (tests/common), which were
-// written first; this crate compiles the same files for the other tools.
-#[path = "../../../tests/common/resp.rs"]
-#[allow(unused_macros, unused_imports)]
 pub mod resp;
-#[path = "../../../tests/common/server.rs"]
 pub mod server;
 
 pub use resp::{Client, Reply, ToArg};

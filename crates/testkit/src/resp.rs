@@ -228,12 +228,12 @@ to_arg_display!(i32, i64, u16, u32, u64, usize, f64);
 /// ```ignore
 /// c.cmd(&args!["LOCK.ACQUIRE", b"k\0x", owner, "PX", 1000]);
 /// ```
+#[macro_export]
 macro_rules! args {
     ($($a:expr),* $(,)?) => {
-        [$($crate::common::resp::ToArg::to_arg(&$a)),*]
+        [$($crate::resp::ToArg::to_arg(&$a)),*]
     };
 }
-pub(crate) use args;
 
 /// A synchronous connection to one server.
 pub struct Client {
