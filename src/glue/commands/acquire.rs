@@ -1,5 +1,7 @@
 //! LOCK.ACQUIRE key owner [PX ms | EX s] [BLOCK ms]
 
+use std::ops::Deref;
+
 use super::super::config;
 use super::super::ffi::{Ctx, OwnedStr, RStr, raw};
 use super::super::key::{LockKey, Mode};
@@ -11,25 +13,34 @@ use crate::core::request::{self, OwnerSpec};
 use crate::core::rules::{self, Acquired};
 use crate::core::store::LockStore;
 
+/// The owner asking: as the client named it, or a fresh UUID for `*`.
+enum Owner<'a> {
+    Given(&'a RStr),
+    Generated(OwnedStr),
+}
+
+impl Deref for Owner<'_> {
+    type Target = RStr;
+    fn deref(&self) -> &RStr {
+        match self {
+            Owner::Given(given) => given,
+            Owner::Generated(uuid) => uuid,
+        }
+    }
+}
+
 pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
     let req = request::parse_acquire(args)?;
     let lease = req.lease.unwrap_or_else(config::default_lease);
     let mut lock = LockKey::open(ctx, req.key, Mode::Write);
     let block = req.block.map(|b| b.check(lock.now())).transpose()?;
-
-    // `*`: a fresh UUID owns the lock and the reply names it.
-    let generated = match req.owner {
-        OwnerSpec::Given(_) => None,
-        OwnerSpec::Generate => Some(OwnedStr::new(ctx.0, &owner::generate())),
-    };
-    let owner: &RStr = match (req.owner, &generated) {
-        (OwnerSpec::Given(given), _) => given,
-        (OwnerSpec::Generate, Some(uuid)) => uuid,
-        (OwnerSpec::Generate, None) => unreachable!("generated above"),
+    let owner = match req.owner {
+        OwnerSpec::Given(given) => Owner::Given(given),
+        OwnerSpec::Generate => Owner::Generated(OwnedStr::new(ctx.0, &owner::generate())),
     };
 
     let queued = waiters::is_queued(ctx, req.key);
-    match rules::acquire(&mut lock, owner, lease, queued)? {
+    match rules::acquire(&mut lock, &owner, lease, queued)? {
         Acquired::Granted { holds } => {
             if queued {
                 // A re-entry may have shortened the lease waiters are timed by.
@@ -40,9 +51,9 @@ pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
             } else {
                 stats::REENTERED.bump();
             }
-            Ok(match generated {
-                Some(uuid) => Reply::Owner(uuid),
-                None => Reply::Int(holds),
+            Ok(match owner {
+                Owner::Generated(uuid) => Reply::Owner(uuid),
+                Owner::Given(_) => Reply::Int(holds),
             })
         }
         Acquired::Busy => {
@@ -52,8 +63,8 @@ pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
                 Some(block) if !ctx.has_flag(raw::REDISMODULE_CTX_FLAGS_DENY_BLOCKING) => {
                     let ttl = lock.ttl();
                     drop(lock);
-                    let generated = generated.is_some();
-                    waiters::enqueue(ctx, req.key, owner, generated, lease, block, ttl)
+                    let generated = matches!(owner, Owner::Generated(_));
+                    waiters::enqueue(ctx, req.key, &owner, generated, lease, block, ttl)
                 }
                 _ => {
                     stats::BUSY.bump();

@@ -3,6 +3,7 @@
 //! (writes already replicated by `LockKey`, follow-ups, the reply).
 
 mod acquire;
+mod docs;
 mod force_release;
 mod info;
 mod release;
@@ -179,8 +180,10 @@ fn set_info(command: *mut raw::RedisModuleCommand, spec: &Spec) -> Result<(), St
     key_specs[0].fk.range.lastkey = 0;
     key_specs[0].fk.range.keystep = 1;
     key_specs[0].fk.range.limit = 0;
+    let mut args = docs::for_command(spec.command);
     let mut info: raw::RedisModuleCommandInfo = unsafe { std::mem::zeroed() };
     info.key_specs = key_specs.as_mut_ptr();
+    info.args = args.as_mut_ptr();
     info.version = &VERSION;
     info.summary = spec.summary.as_ptr();
     info.complexity = spec.complexity.as_ptr();
