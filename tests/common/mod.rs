@@ -3,8 +3,8 @@
 //! and a subset of this, hence the `dead_code` allowance.
 #![allow(dead_code, unused_imports, unused_macros)]
 
-pub use testkit::{KINDS, Kind, Server, ServerBuilder, args, resp, server, wait_until};
 pub use testkit::{Client, Reply, ToArg};
+pub use testkit::{KINDS, Kind, Server, ServerBuilder, args, resp, server, wait_until};
 
 /// Turns `fn name(kind: Kind)` into one `#[test]` per server: `name::redis`
 /// and `name::valkey` (so the two run in parallel and fail separately).
