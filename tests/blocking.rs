@@ -538,6 +538,37 @@ fn hand_off_is_replicated() {
     }
 }
 
+/// A hand-off made by the deadline timer (no command running) is replicated
+/// too, into the waiter's database, with the same deadline.
+#[test]
+fn timer_hand_off_is_replicated_in_its_database() {
+    for kind in KINDS {
+        let primary = Server::start(kind);
+        let replica = Server::start(kind);
+        replica.replica_of(&primary);
+        let mut p = primary.client();
+        let mut r = replica.client();
+        p.cmd(&["SELECT", "3"]);
+        r.cmd(&["SELECT", "3"]);
+        p.cmd(&["LOCK.ACQUIRE", "k", "crashed", "PX", "100"]);
+        let mut w = primary.client();
+        w.cmd(&["SELECT", "3"]);
+        block(&mut w, "k", "next", &["PX", "45000", "BLOCK", "0"]);
+        assert_eq!(w.read_reply(), Reply::Int(1), "{kind}");
+        assert_eq!(p.cmd(&["WAIT", "1", "2000"]).as_int(), 1);
+        assert_eq!(owner_of(&mut r, "k").as_deref(), Some("next"), "{kind}");
+        assert_eq!(r.cmd(&["HGETALL", "k"]), p.cmd(&["HGETALL", "k"]));
+        assert_eq!(
+            r.cmd(&["PEXPIRETIME", "k"]),
+            p.cmd(&["PEXPIRETIME", "k"]),
+            "{kind}"
+        );
+        // Nothing leaked into database 0.
+        r.cmd(&["SELECT", "0"]);
+        assert_eq!(r.cmd(&["DBSIZE"]).as_int(), 0);
+    }
+}
+
 /// A primary that becomes a replica drops its waiters with the server's error.
 #[test]
 fn waiters_get_an_error_when_the_primary_steps_down() {
