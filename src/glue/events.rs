@@ -53,6 +53,11 @@ pub fn subscribe(ctx: Ctx) -> Result<(), String> {
     Ok(())
 }
 
+/// Redis removed our keyspace subscription (module unload).
+pub fn forget_keyspace_subscription() {
+    WATCHING_KEYSPACE.with(|w| w.set(false));
+}
+
 /// Keyspace events, from the first waiter on (a subscription cannot be undone).
 pub fn watch_keyspace(ctx: Ctx) -> LockResult<()> {
     if WATCHING_KEYSPACE.with(Cell::get) {

@@ -254,6 +254,16 @@ impl StaticStr {
     pub fn get(&self) -> *mut RedisModuleString {
         self.0.load(std::sync::atomic::Ordering::Relaxed)
     }
+
+    /// Gives the string back (module unload).
+    pub fn free(&self) {
+        let s = self
+            .0
+            .swap(ptr::null_mut(), std::sync::atomic::Ordering::Relaxed);
+        if !s.is_null() {
+            unsafe { rm!(RedisModule_FreeString(ptr::null_mut(), s)) }
+        }
+    }
 }
 
 impl Ctx {

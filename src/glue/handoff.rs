@@ -131,6 +131,14 @@ pub fn undo_grant(ctx: Ctx, db: i32, key: Vec<u8>, owner: OwnedStr) {
     schedule(ctx);
 }
 
+/// Deferred work or its timer exists (the module must not unload).
+pub fn work_pending() -> bool {
+    PENDING.with(|p| {
+        let p = p.borrow();
+        p.armed || !p.keys.is_empty() || !p.undo.is_empty()
+    })
+}
+
 fn schedule(ctx: Ctx) {
     let arm = PENDING.with(|p| !std::mem::replace(&mut p.borrow_mut().armed, true));
     if arm {
