@@ -30,7 +30,7 @@ test: build
 	VALKEY_SERVER=$(VALKEY_BIN) $(CARGO) test --release -p hashlock-reliability
 
 unit:
-	$(CARGO) test --release --lib
+	$(CARGO) test --release -p hashlock-core
 
 # The reliability suite's long runs (churn, crash, failover, fuzz, leaks,
 # valgrind); prints the figures and writes them to target/reliability/soak.md.

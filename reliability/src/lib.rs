@@ -8,17 +8,10 @@
 //! - R5 [`leaks`]: memory and blocked clients after millions of calls, and
 //!   valgrind
 //!
-//! The module's lock core ([`core`]) is compiled in from `../src/core`
-//! rather than taken as a dependency on the `hashlock` package: in a
-//! workspace-wide build Cargo unifies that package's features, which would
-//! turn its Redis glue on here, and with it the Redis allocator as this
-//! binary's global allocator (it aborts outside a server). The same files,
-//! no glue, no feature games.
+//! The module's lock core is the `hashlock-core` crate (plain Rust, no
+//! Redis), used here for property tests and the model.
 
-#[path = "../../src/core/mod.rs"]
-// Linted where it lives (the hashlock crate), not again here.
-#[allow(clippy::all)]
-pub mod core;
+pub use hashlock_core as core;
 
 pub mod checker;
 pub mod churn;

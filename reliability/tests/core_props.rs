@@ -1,5 +1,5 @@
 //! Property tests of the module's request parser and lock rules, without a
-//! server (the same `src/core` the module runs; see the crate docs).
+//! server (the `hashlock-core` crate the module runs).
 //!
 //! - Parsing: any input gets a request or an error, never a panic; a
 //!   well-formed request rendered with options in any order and any letter
