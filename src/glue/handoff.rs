@@ -68,9 +68,7 @@ fn serve(ctx: Ctx, lock: &mut LockKey<'_>) -> bool {
 /// Makes sure the key's queue is served when the current lease runs out
 /// (`ttl` ms from now; `None`: no expiry, only a release frees it).
 pub fn arm_deadline(ctx: Ctx, db: i32, key: &[u8], ttl: Option<Millis>) {
-    let Some(ttl) = ttl else { return };
-    // Redis expires a key once now > deadline: fire 1 ms after it.
-    let delay = ttl.saturating_add(1);
+    let Some(delay) = ttl else { return };
     let at = ctx.now().saturating_add(delay);
     let (stop, start) = waiters::swap_deadline(db, key, at);
     if let Some(old) = stop {
@@ -101,6 +99,9 @@ fn serve_key(ctx: Ctx, db: i32, key: &[u8]) {
     }
     let name = OwnedStr::new(ctx.0, key);
     let mut lock = LockKey::open(ctx, &name, Mode::Write);
+    // At the deadline itself Redis still has the key (it expires once
+    // now > deadline): the lease is over all the same.
+    rules::end_lapsed_lease(&mut lock);
     serve(ctx, &mut lock);
 }
 

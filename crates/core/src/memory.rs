@@ -42,11 +42,12 @@ impl MemoryDb {
         self.now += ms;
     }
 
-    /// The store for one key (expired keys vanish first, as on a primary).
+    /// The store for one key (expired keys vanish first, as on a primary;
+    /// like Redis, a key expires once now > deadline).
     pub fn key(&mut self, key: &[u8]) -> MemoryLock<'_> {
         let now = self.now;
         if let Some(entry) = self.entries.get(key) {
-            if entry.deadline.is_some_and(|d| d <= now) {
+            if entry.deadline.is_some_and(|d| d < now) {
                 self.entries.remove(key);
             }
         }
@@ -64,7 +65,7 @@ impl MemoryDb {
     pub fn value(&self, key: &[u8]) -> Option<&Value> {
         self.entries
             .get(key)
-            .filter(|e| e.deadline.is_none_or(|d| d > self.now))
+            .filter(|e| e.deadline.is_none_or(|d| d >= self.now))
             .map(|e| &e.value)
     }
 

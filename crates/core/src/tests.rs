@@ -97,7 +97,7 @@ fn release_by_a_stranger_or_after_expiry_is_notowner() {
         rules::release(&mut db.key(K), b"b"),
         Err(LockError::NotOwner)
     );
-    db.advance(100);
+    db.advance(101);
     assert_eq!(
         rules::release(&mut db.key(K), b"a"),
         Err(LockError::NotOwner)
@@ -149,6 +149,23 @@ fn force_release_and_info() {
     );
     assert_eq!(rules::force_release(&mut db.key(K)), Ok(true));
     assert_eq!(db.value(K), None);
+}
+
+#[test]
+fn a_lease_ends_at_its_deadline() {
+    let mut db = MemoryDb::new(0);
+    rules::acquire(&mut db.key(K), b"a", px(100), false).unwrap();
+    db.advance(99);
+    assert!(!rules::end_lapsed_lease(&mut db.key(K)));
+    // Like Redis, the store still has the key at the deadline itself.
+    db.advance(1);
+    assert!(rules::end_lapsed_lease(&mut db.key(K)));
+    assert_eq!(db.value(K), None);
+    // Not a lock, or no expiry: left alone.
+    db.put(K, Value::Other, Some(100));
+    assert!(!rules::end_lapsed_lease(&mut db.key(K)));
+    db.put(b"z", hash(&[(b"a", b"1")]), None);
+    assert!(!rules::end_lapsed_lease(&mut db.key(b"z")));
 }
 
 #[test]
@@ -267,7 +284,7 @@ proptest! {
         let mut model = Model::default();
         for op in ops {
             let now = db.now();
-            if model.held.is_some_and(|(_, _, d)| d <= now) {
+            if model.held.is_some_and(|(_, _, d)| d < now) {
                 model.held = None;
             }
             match op {
