@@ -28,6 +28,7 @@ test: build
 	@scripts/deps.sh test
 	VALKEY_SERVER=$(VALKEY_BIN) $(CARGO) test --release
 	VALKEY_SERVER=$(VALKEY_BIN) $(CARGO) test --release -p hashlock-reliability
+	$(CARGO) test --release -p hashlock-bench
 
 unit:
 	$(CARGO) test --release -p hashlock-core
@@ -39,6 +40,27 @@ soak: build
 	@command -v valgrind >/dev/null && command -v strace >/dev/null || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind strace)
 	VALKEY_SERVER=$(VALKEY_BIN) $(CARGO) run --release -p hashlock-reliability -- all --long --out target/reliability/soak.md
+
+# Load generator: every lock variant (hashlock, Redisson-protocol Lua via
+# EVALSHA and EVAL, SET NX PX) against one server in one run; prints the
+# markdown tables with the ratios and writes them to docs/BENCHMARKS.md (and
+# the B3 chart to docs/bench-b3-wait.svg). `bench` takes under 10 minutes on
+# 2 cores, `bench-quick` about one.
+.PHONY: bench bench-quick demo
+bench: build
+	@scripts/deps.sh run
+	$(CARGO) run --release -q -p hashlock-bench -- --out docs/BENCHMARKS.md
+
+bench-quick: build
+	@scripts/deps.sh run
+	$(CARGO) run --release -q -p hashlock-bench -- --quick --out docs/BENCHMARKS.md
+
+# The overselling example from the seed documents, live: no lock oversells,
+# hashlock sells exactly the stock, a crashed holder's lock is handed on at
+# its lease deadline.
+demo: build
+	@scripts/deps.sh run
+	$(CARGO) run --release -q -p hashlock-bench --bin demo
 
 fmt:
 	$(CARGO) fmt --all

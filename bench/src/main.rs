@@ -1,1 +1,97 @@
-fn main() {}
+//! `hashlock-bench`: runs the workloads, prints the markdown report, writes
+//! it (and the B3 chart) to docs/.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use hashlock_bench::plan::{Mode, Plan, Workload};
+use hashlock_bench::report::{self, SVG_NAME};
+use hashlock_bench::run::{self, Options};
+use hashlock_bench::svg;
+use testkit::Kind;
+
+/// Load generator for hashlock: every lock variant against the same server
+/// in one run, ratios as markdown.
+#[derive(Parser, Debug)]
+#[command(version)]
+struct Args {
+    /// About a minute instead of the full run.
+    #[arg(long, conflicts_with = "smoke")]
+    quick: bool,
+    /// Tiny sizes, seconds: checks every row is produced (numbers mean nothing).
+    #[arg(long)]
+    smoke: bool,
+    /// Server to run against: redis (Debian's redis-server, or $REDIS_SERVER)
+    /// or valkey ($VALKEY_SERVER).
+    #[arg(long, default_value = "redis", value_parser = ["redis", "valkey"])]
+    server: String,
+    /// Write the report here (the SVG goes beside it). Nothing is written
+    /// without it.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Only these workloads (comma-separated: b1,b2,b3,b4,b6).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Do not pin the server and the client to CPUs.
+    #[arg(long)]
+    no_pin: bool,
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let mode = if args.smoke {
+        Mode::Smoke
+    } else if args.quick {
+        Mode::Quick
+    } else {
+        Mode::Full
+    };
+    let kind = match args.server.as_str() {
+        "valkey" => Kind::Valkey,
+        _ => Kind::Redis,
+    };
+    let mut only = Vec::new();
+    for w in &args.only {
+        match Workload::parse(w.trim()) {
+            Some(w) => only.push(w),
+            None => bail!("--only: unknown workload {w:?} (b1, b2, b3, b4, b6)"),
+        }
+    }
+    let opts = Options {
+        plan: Plan::for_mode(mode),
+        kind,
+        only,
+        pin: !args.no_pin,
+        progress: true,
+    };
+    let results = run::run(&opts)?;
+
+    let svg_name = args.out.as_ref().map(|_| SVG_NAME);
+    let mut md = report::markdown(&results, svg_name);
+    md.push_str("\n## README section\n\n");
+    md.push_str("*Ready to paste into README.md (generated from this run).*\n\n");
+    md.push_str(&report::readme_section(&results));
+    print!("{md}");
+
+    if let Some(out) = &args.out {
+        if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+        std::fs::write(out, &md).with_context(|| format!("writing {}", out.display()))?;
+        let svg_path = out.with_file_name(SVG_NAME);
+        let chart = svg::b3_wait_chart(
+            &results.b3,
+            &results.plan.b3_clients,
+            &results.plan.b3_holds,
+        );
+        std::fs::write(&svg_path, chart)
+            .with_context(|| format!("writing {}", svg_path.display()))?;
+        eprintln!("bench: wrote {} and {}", out.display(), svg_path.display());
+    }
+    let missing = report::missing_rows(&results);
+    if results.ran.len() == Workload::ALL.len() && !missing.is_empty() {
+        bail!("rows missing from the report: {}", missing.join(", "));
+    }
+    Ok(())
+}

@@ -1,0 +1,166 @@
+//! How much of each workload a run does. `Full` is `make bench` (< 10 min
+//! on 2 cores), `Quick` is `make bench-quick` (about a minute), `Smoke` is
+//! the `make test` check that every table row is produced (seconds; the
+//! numbers mean nothing at that size).
+
+use std::time::Duration;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Full,
+    Quick,
+    Smoke,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Full => "full (`make bench`)",
+            Mode::Quick => "quick (`make bench-quick`)",
+            Mode::Smoke => "smoke (tiny sizes; numbers are not meaningful)",
+        }
+    }
+}
+
+/// The workloads, selectable with `--only`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Workload {
+    B1,
+    B2,
+    B3,
+    B4,
+    B6,
+}
+
+impl Workload {
+    pub const ALL: [Workload; 5] = [
+        Workload::B1,
+        Workload::B2,
+        Workload::B3,
+        Workload::B4,
+        Workload::B6,
+    ];
+
+    pub fn parse(s: &str) -> Option<Workload> {
+        Workload::ALL
+            .into_iter()
+            .find(|w| format!("{w:?}").eq_ignore_ascii_case(s))
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub mode: Mode,
+    /// B1: distinct keys the uncontended pairs cycle over.
+    pub b1_keys: usize,
+    pub b1_clients: Vec<usize>,
+    pub b1_pipelines: Vec<usize>,
+    /// Each row is measured in `b1_slices` slices of `b1_slice`, each after
+    /// `b1_warmup`, the variants taking turns slice by slice: on a shared
+    /// (virtual) machine whose speed drifts by the minute, a slow spell then
+    /// hits every variant alike instead of one.
+    pub b1_slices: usize,
+    pub b1_warmup: Duration,
+    pub b1_slice: Duration,
+    /// B1 server cost per command (acquire new / re-entrant / release):
+    /// keys per phase and how many interleaved rounds per variant.
+    pub cost_keys: usize,
+    pub cost_rounds: usize,
+    /// B2: locks renewed per round, rounds per variant (interleaved).
+    pub b2_keys: usize,
+    pub b2_rounds: usize,
+    /// B3: contenders K and hold times.
+    pub b3_clients: Vec<usize>,
+    pub b3_holds: Vec<Duration>,
+    /// As for B1: `b3_slices` interleaved slices of `b3_slice` per row.
+    pub b3_slices: usize,
+    pub b3_warmup: Duration,
+    pub b3_slice: Duration,
+    /// B4: waiters, and (lease, trials) pairs.
+    pub b4_waiters: usize,
+    pub b4_leases: Vec<(Duration, usize)>,
+    /// B6: locks held at once, and how long to wait for used_memory to
+    /// come back to the baseline after releasing them.
+    pub b6_locks: usize,
+    pub b6_settle: Duration,
+}
+
+impl Plan {
+    pub fn for_mode(mode: Mode) -> Plan {
+        let ms = Duration::from_millis;
+        let us = Duration::from_micros;
+        // What every mode shares: the grid, so every row exists.
+        let b1_clients = vec![1, 50];
+        let b1_pipelines = vec![1, 16];
+        let b3_clients = vec![2, 8, 32];
+        let b3_holds = vec![us(0), us(100), ms(1)];
+        match mode {
+            Mode::Full => Plan {
+                mode,
+                b1_keys: 100_000,
+                b1_clients,
+                b1_pipelines,
+                b1_slices: 10,
+                b1_warmup: ms(50),
+                b1_slice: ms(250),
+                cost_keys: 100_000,
+                cost_rounds: 2,
+                b2_keys: 100_000,
+                b2_rounds: 3,
+                b3_clients,
+                b3_holds,
+                b3_slices: 6,
+                b3_warmup: ms(50),
+                b3_slice: ms(400),
+                b4_waiters: 8,
+                b4_leases: vec![(ms(200), 30), (ms(2000), 8)],
+                b6_locks: 1_000_000,
+                b6_settle: Duration::from_secs(10),
+            },
+            Mode::Quick => Plan {
+                mode,
+                b1_keys: 100_000,
+                b1_clients,
+                b1_pipelines,
+                b1_slices: 2,
+                b1_warmup: ms(80),
+                b1_slice: ms(250),
+                cost_keys: 20_000,
+                cost_rounds: 1,
+                b2_keys: 20_000,
+                b2_rounds: 1,
+                b3_clients,
+                b3_holds,
+                b3_slices: 2,
+                b3_warmup: ms(50),
+                b3_slice: ms(200),
+                b4_waiters: 8,
+                b4_leases: vec![(ms(200), 6), (ms(2000), 1)],
+                b6_locks: 200_000,
+                b6_settle: Duration::from_secs(5),
+            },
+            Mode::Smoke => Plan {
+                mode,
+                b1_keys: 2_000,
+                b1_clients,
+                b1_pipelines,
+                b1_slices: 1,
+                b1_warmup: ms(20),
+                b1_slice: ms(60),
+                cost_keys: 500,
+                cost_rounds: 1,
+                b2_keys: 500,
+                b2_rounds: 1,
+                b3_clients,
+                b3_holds,
+                b3_slices: 1,
+                b3_warmup: ms(20),
+                b3_slice: ms(80),
+                b4_waiters: 8,
+                b4_leases: vec![(ms(200), 1), (ms(2000), 1)],
+                b6_locks: 5_000,
+                b6_settle: Duration::from_secs(1),
+            },
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! The README's "Performance" section, generated from a run (the lead
+//! engineer pastes it into README.md).
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use super::{SVG_NAME, b1_row, b3_row, clients_word, fmt_ratio, fmt_us, ratio, server_name, utc};
+use crate::run::Results;
+use crate::timing::{fmt_count, fmt_duration, max, quantile};
+use crate::workloads::b2::Renew;
+use crate::workloads::b6::Writer;
+use crate::workloads::contender::Waiter;
+use crate::workloads::pairs::Pairs;
+
+/// The README's "Performance" section, from this run.
+pub fn readme_section(r: &Results) -> String {
+    let mut s = String::new();
+    let m = &r.meta;
+    let _ = writeln!(s, "## Performance\n");
+    let _ = writeln!(
+        s,
+        "Measured by `make bench` on {} ({} CPUs; {}) against {} with the module loaded, commit `{}`, {}. \
+         Every variant ran against the same server in one run; ratios are hashlock ÷ the Redisson-protocol Lua (EVALSHA) unless noted.\n",
+        m.cpu_model,
+        m.cpus_online,
+        m.pinning.description,
+        server_name(r),
+        m.commit,
+        utc(m.started)
+    );
+    let _ = writeln!(
+        s,
+        "| | hashlock | Redisson-protocol Lua | ratio |\n|---|---:|---:|---:|"
+    );
+    let cost = |v: Pairs| r.cost.iter().find(|c| c.variant == v);
+    if let (Some(h), Some(e)) = (cost(Pairs::Hashlock), cost(Pairs::RedissonSha)) {
+        let (a, b) = (h.acquire_new.us_per_call(), e.acquire_new.us_per_call());
+        let _ = writeln!(
+            s,
+            "| server µs per acquire (new key) | {} | {} | {} |",
+            fmt_us(a),
+            fmt_us(b),
+            fmt_ratio(a.zip(b).and_then(|(a, b)| ratio(a, b)))
+        );
+        let (a, b) = (h.release.us_per_call(), e.release.us_per_call());
+        let _ = writeln!(
+            s,
+            "| server µs per release | {} | {} | {} |",
+            fmt_us(a),
+            fmt_us(b),
+            fmt_ratio(a.zip(b).and_then(|(a, b)| ratio(a, b)))
+        );
+    }
+    for &clients in &r.plan.b1_clients {
+        for &pipeline in &r.plan.b1_pipelines {
+            if let (Some(h), Some(e)) = (
+                b1_row(r, Pairs::Hashlock, clients, pipeline),
+                b1_row(r, Pairs::RedissonSha, clients, pipeline),
+            ) {
+                let _ = writeln!(
+                    s,
+                    "| acquire+release pairs/s, {}, pipeline {pipeline} | {} | {} | {} |",
+                    clients_word(clients),
+                    fmt_count(h.pairs_per_sec()),
+                    fmt_count(e.pairs_per_sec()),
+                    fmt_ratio(ratio(h.pairs_per_sec(), e.pairs_per_sec()))
+                );
+            }
+        }
+    }
+    let renew = |v: Renew| {
+        r.b2.iter()
+            .find(|x| x.variant == v)
+            .and_then(|x| x.cost.us_per_call())
+    };
+    if let (Some(h), Some(e), Some(pe)) = (
+        renew(Renew::Hashlock),
+        renew(Renew::RedissonSha),
+        renew(Renew::Pexpire),
+    ) {
+        let _ = writeln!(
+            s,
+            "| server µs per renew (PEXPIRE: {pe:.2}) | {h:.2} | {e:.2} | {} |",
+            fmt_ratio(ratio(h, e))
+        );
+    }
+    let (k, hold) = (8, Duration::from_micros(100));
+    if let (Some(h), Some(e)) = (
+        b3_row(r, Waiter::Hashlock, k, hold),
+        b3_row(r, Waiter::Redisson, k, hold),
+    ) {
+        let _ = writeln!(
+            s,
+            "| 8 clients on one lock, hold 100 µs: acquisitions/s ¹ | {} | {} | {} |",
+            fmt_count(h.per_sec()),
+            fmt_count(e.per_sec()),
+            fmt_ratio(ratio(h.per_sec(), e.per_sec()))
+        );
+        let _ = writeln!(
+            s,
+            "| … server commands per acquisition ¹ | {:.2} | {:.2} | |",
+            h.server_cmds_per_acq(),
+            e.server_cmds_per_acq()
+        );
+        let _ = writeln!(
+            s,
+            "| … worst wait ¹ | {} | {} | |",
+            fmt_duration(max(&h.wait)),
+            fmt_duration(max(&e.wait))
+        );
+        let _ = writeln!(
+            s,
+            "| … fairness (Jain) ¹ | {:.3} | {:.3} | |",
+            h.jain(),
+            e.jain()
+        );
+    }
+    let b4 = |w: Waiter, lease: Duration| r.b4.iter().find(|x| x.waiter == w && x.lease == lease);
+    if let Some(&(lease, _)) = r.plan.b4_leases.first()
+        && let (Some(h), Some(e)) = (b4(Waiter::Hashlock, lease), b4(Waiter::Redisson, lease))
+    {
+        let _ = writeln!(
+            s,
+            "| holder crashed (lease {}): deadline → next holder, p99 ¹ | {} | {} | |",
+            fmt_duration(lease),
+            fmt_duration(quantile(&h.delay, 0.99)),
+            fmt_duration(quantile(&e.delay, 0.99))
+        );
+    }
+    if let Some(o) = &r.b6 {
+        let f = |w: Writer| {
+            o.fills
+                .iter()
+                .find(|f| f.writer == w)
+                .map(|f| f.bytes_per_lock(o.locks))
+        };
+        if let (Some(h), Some(p)) = (f(Writer::Hashlock), f(Writer::HsetPexpire)) {
+            let _ = writeln!(
+                s,
+                "| bytes per held lock ({} locks; plain HSET+PEXPIRE hash: {p:.1}) | {h:.1} | {p:.1} | |",
+                fmt_count(o.locks as f64)
+            );
+        }
+    }
+    let _ = writeln!(
+        s,
+        "\n¹ Redisson-style client: acquire script via EVAL, then SUBSCRIBE and wait for the unlock message or the returned PTTL, as RedissonLock.lock() does.\n\n\
+         Reproduce: `make bench` (under 10 minutes on 2 cores; `make bench-quick` takes about a minute). \
+         It builds the module, starts its own `redis-server` with it, pins the server and the client to different cores when it can, \
+         and writes every table (B1–B6, with all variants and targets) to `docs/BENCHMARKS.md` and the wait-time chart to `docs/{SVG_NAME}`. \
+         `VALKEY_SERVER=/path/to/valkey-server cargo run --release -p hashlock-bench -- --server valkey` runs the same against Valkey."
+    );
+    s
+}

@@ -1,0 +1,317 @@
+//! One benchmark run: start the server, pin, run every selected workload
+//! against that same server, collect the results.
+
+use std::io::IsTerminal;
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use redis::aio::MultiplexedConnection;
+use testkit::Kind;
+
+use crate::conn;
+use crate::plan::{Plan, Workload};
+use crate::scripts;
+use crate::setup::{self, Pinning};
+use crate::workloads::contender::Waiter;
+use crate::workloads::pairs::Pairs;
+use crate::workloads::{b1, b2, b3, b4, b6};
+
+pub struct Options {
+    pub plan: Plan,
+    pub kind: Kind,
+    pub only: Vec<Workload>,
+    pub pin: bool,
+    /// Draw a progress bar on stderr (when it is a terminal).
+    pub progress: bool,
+}
+
+/// Where the numbers come from.
+pub struct Meta {
+    pub started: SystemTime,
+    pub kind: Kind,
+    pub server_version: String,
+    pub module: String,
+    pub pinning: Pinning,
+    pub commit: String,
+    pub loadavg: String,
+    pub cpu_model: String,
+    pub cpus_online: usize,
+    pub took: Duration,
+    /// Wall time per workload, in run order.
+    pub workload_took: Vec<(Workload, Duration)>,
+    /// Loopback round trip (PING, one connection) as pinned: back to back
+    /// (p50, p99), and after 2 ms idle (p50, p99). Every unpipelined figure
+    /// is made of these.
+    pub rtt_busy: (Duration, Duration),
+    pub rtt_idle: (Duration, Duration),
+}
+
+pub struct Results {
+    pub meta: Meta,
+    pub plan: Plan,
+    pub ran: Vec<Workload>,
+    pub b1: Vec<b1::Row>,
+    pub cost: Vec<b1::CostRow>,
+    pub b2: Vec<b2::Row>,
+    pub b3: Vec<b3::Row>,
+    pub b4: Vec<b4::Row>,
+    pub b6: Option<b6::Outcome>,
+}
+
+pub fn run(opts: &Options) -> Result<Results> {
+    let started = SystemTime::now();
+    let t0 = Instant::now();
+    let loadavg = setup::loadavg();
+    let server = setup::start_server(opts.kind)?;
+    // Before any other thread of ours exists: they inherit the client CPU.
+    let pinning = setup::pin(server.pid(), opts.pin);
+    let server_version = server.version();
+    let module = testkit::module_path().display().to_string();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("building the tokio runtime")?;
+    let mut results = Results {
+        meta: Meta {
+            started,
+            kind: opts.kind,
+            server_version,
+            module,
+            pinning,
+            commit: setup::commit(),
+            loadavg,
+            cpu_model: setup::cpu_model(),
+            cpus_online: setup::cpus_online(),
+            took: Duration::ZERO,
+            workload_took: Vec::new(),
+            rtt_busy: (Duration::ZERO, Duration::ZERO),
+            rtt_idle: (Duration::ZERO, Duration::ZERO),
+        },
+        plan: opts.plan.clone(),
+        ran: Workload::ALL
+            .into_iter()
+            .filter(|w| opts.only.is_empty() || opts.only.contains(w))
+            .collect(),
+        b1: Vec::new(),
+        cost: Vec::new(),
+        b2: Vec::new(),
+        b3: Vec::new(),
+        b4: Vec::new(),
+        b6: None,
+    };
+    rt.block_on(run_workloads(server.port, opts, &mut results))?;
+    results.meta.took = t0.elapsed();
+    drop(server);
+    Ok(results)
+}
+
+/// Progress: a bar on a terminal, one line per step otherwise.
+struct Progress {
+    bar: Option<ProgressBar>,
+}
+
+impl Progress {
+    fn new(enabled: bool, steps: u64) -> Progress {
+        let bar = (enabled && std::io::stderr().is_terminal()).then(|| {
+            let bar = ProgressBar::with_draw_target(Some(steps), ProgressDrawTarget::stderr());
+            bar.set_style(
+                ProgressStyle::with_template("{elapsed_precise} [{wide_bar}] {pos}/{len} {msg}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar())
+                    .progress_chars("=> "),
+            );
+            bar.enable_steady_tick(Duration::from_millis(200));
+            bar
+        });
+        Progress { bar }
+    }
+    fn step(&self, what: &str) {
+        match &self.bar {
+            Some(b) => b.set_message(what.to_string()),
+            None => eprintln!("bench: {what}"),
+        }
+    }
+    fn done(&self) {
+        if let Some(b) = &self.bar {
+            b.inc(1);
+        }
+    }
+    fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
+
+fn steps(plan: &Plan, ran: &[Workload]) -> u64 {
+    let mut n = 0;
+    for w in ran {
+        n += match w {
+            Workload::B1 => {
+                plan.b1_clients.len() * plan.b1_pipelines.len()
+                    + plan.cost_rounds * Pairs::ALL.len()
+            }
+            Workload::B2 => plan.b2_rounds * b2::Renew::ALL.len(),
+            Workload::B3 => {
+                plan.b3_clients.len() * plan.b3_holds.len() * plan.b3_slices * Waiter::ALL.len()
+            }
+            Workload::B4 => plan.b4_leases.len() * Waiter::ALL.len(),
+            Workload::B6 => 2,
+        };
+    }
+    n as u64
+}
+
+async fn run_workloads(port: u16, opts: &Options, r: &mut Results) -> Result<()> {
+    let plan = &opts.plan;
+    let progress = Progress::new(opts.progress, steps(plan, &r.ran));
+    let mut admin: MultiplexedConnection = conn::connect(port).await?;
+    scripts::load(&mut admin).await?;
+    progress.step("calibrating: PING round trips");
+    (r.meta.rtt_busy, r.meta.rtt_idle) = calibrate(&mut admin).await?;
+    let ran = r.ran.clone();
+    for w in ran {
+        let started = Instant::now();
+        match w {
+            Workload::B1 => {
+                progress.step("B1 server cost per command");
+                r.cost = b1::cost(port, &mut admin, plan.cost_keys, plan.cost_rounds, || {
+                    progress.done()
+                })
+                .await?;
+                for &clients in &plan.b1_clients {
+                    for &pipeline in &plan.b1_pipelines {
+                        // Variants take turns, slice by slice.
+                        let mut rows: Vec<Option<b1::Row>> =
+                            Pairs::ALL.iter().map(|_| None).collect();
+                        for slice in 0..plan.b1_slices {
+                            for (i, variant) in Pairs::ALL.into_iter().enumerate() {
+                                progress.step(&format!(
+                                    "B1 {} · {clients} clients · pipeline {pipeline} · slice {}/{}",
+                                    variant.label(),
+                                    slice + 1,
+                                    plan.b1_slices
+                                ));
+                                let config = b1::Config {
+                                    variant,
+                                    clients,
+                                    pipeline,
+                                };
+                                let row = b1::run(
+                                    port,
+                                    &mut admin,
+                                    plan.b1_keys,
+                                    config,
+                                    plan.b1_warmup,
+                                    plan.b1_slice,
+                                )
+                                .await?;
+                                match &mut rows[i] {
+                                    Some(acc) => acc.merge(row)?,
+                                    slot => *slot = Some(row),
+                                }
+                                progress.done();
+                            }
+                        }
+                        r.b1.extend(rows.into_iter().flatten());
+                    }
+                }
+            }
+            Workload::B2 => {
+                progress.step("B2 renew");
+                r.b2 = b2::run(port, &mut admin, plan.b2_keys, plan.b2_rounds, || {
+                    progress.done()
+                })
+                .await?;
+            }
+            Workload::B3 => {
+                for &k in &plan.b3_clients {
+                    for &hold in &plan.b3_holds {
+                        let mut rows: Vec<Option<b3::Row>> =
+                            Waiter::ALL.iter().map(|_| None).collect();
+                        for slice in 0..plan.b3_slices {
+                            for (i, waiter) in Waiter::ALL.into_iter().enumerate() {
+                                progress.step(&format!(
+                                    "B3 {} · K={k} · hold {} · slice {}/{}",
+                                    waiter.label(),
+                                    crate::timing::fmt_duration(hold),
+                                    slice + 1,
+                                    plan.b3_slices
+                                ));
+                                let config = b3::Config { waiter, k, hold };
+                                let row = b3::run(
+                                    port,
+                                    &mut admin,
+                                    config,
+                                    plan.b3_warmup,
+                                    plan.b3_slice,
+                                )
+                                .await?;
+                                match &mut rows[i] {
+                                    Some(acc) => acc.merge(row)?,
+                                    slot => *slot = Some(row),
+                                }
+                                progress.done();
+                            }
+                        }
+                        r.b3.extend(rows.into_iter().flatten());
+                    }
+                }
+            }
+            Workload::B4 => {
+                for &(lease, trials) in &plan.b4_leases {
+                    for waiter in Waiter::ALL {
+                        progress.step(&format!(
+                            "B4 {} · lease {} · {trials} crashes",
+                            waiter.label(),
+                            crate::timing::fmt_duration(lease)
+                        ));
+                        r.b4.push(b4::run(port, waiter, lease, plan.b4_waiters, trials).await?);
+                        progress.done();
+                    }
+                }
+            }
+            Workload::B6 => {
+                progress.step(&format!("B6 memory · {} locks", plan.b6_locks));
+                r.b6 = Some(
+                    b6::run(port, &mut admin, plan.b6_locks, plan.b6_settle, || {
+                        progress.done()
+                    })
+                    .await?,
+                );
+            }
+        }
+        r.meta.workload_took.push((w, started.elapsed()));
+    }
+    progress.finish();
+    Ok(())
+}
+
+/// PING round trips on one connection: back to back, and each after 2 ms
+/// of idleness (both CPUs may have gone idle: what a lock hand-off between
+/// otherwise idle clients pays). Returns (p50, p99) of each.
+async fn calibrate(
+    conn: &mut MultiplexedConnection,
+) -> Result<((Duration, Duration), (Duration, Duration))> {
+    use crate::timing::{histogram, quantile, record};
+    let ping = redis::cmd("PING");
+    let mut busy = histogram();
+    for i in 0..2200 {
+        let t = Instant::now();
+        conn::call(conn, &ping).await?;
+        if i >= 200 {
+            record(&mut busy, t.elapsed());
+        }
+    }
+    let mut idle = histogram();
+    for _ in 0..300 {
+        crate::timing::sleep(Duration::from_millis(2)).await;
+        let t = Instant::now();
+        conn::call(conn, &ping).await?;
+        record(&mut idle, t.elapsed());
+    }
+    Ok((
+        (quantile(&busy, 0.5), quantile(&busy, 0.99)),
+        (quantile(&idle, 0.5), quantile(&idle, 0.99)),
+    ))
+}

@@ -1,0 +1,140 @@
+//! The Lua the other variants send. The Redisson scripts are written from
+//! the wire protocol in ANCHORS.md (our own text, Redisson's KEYS/ARGV
+//! layout), so a run exercises what a Redisson client makes the server do.
+
+use std::sync::LazyLock;
+
+use anyhow::{Result, bail};
+use redis::aio::MultiplexedConnection;
+
+/// One script: its text (sent by EVAL) and SHA1 (sent by EVALSHA).
+pub struct Lua {
+    pub text: &'static str,
+    pub sha: String,
+}
+
+impl Lua {
+    fn new(text: &'static str) -> Lua {
+        Lua {
+            text,
+            sha: redis::Script::new(text).get_hash().to_string(),
+        }
+    }
+
+    /// `EVALSHA sha numkeys keys... args...`
+    pub fn evalsha(&self, keys: &[&str], args: &[&str]) -> redis::Cmd {
+        let mut c = redis::cmd("EVALSHA");
+        c.arg(&self.sha).arg(keys.len()).arg(keys).arg(args);
+        c
+    }
+
+    /// `EVAL text numkeys keys... args...` (the full text every time).
+    pub fn eval(&self, keys: &[&str], args: &[&str]) -> redis::Cmd {
+        let mut c = redis::cmd("EVAL");
+        c.arg(self.text).arg(keys.len()).arg(keys).arg(args);
+        c
+    }
+}
+
+pub struct Scripts {
+    /// tryLockInnerAsync. KEYS[1] lock; ARGV[1] lease ms, ARGV[2] owner.
+    /// Free or ours → count + 1, lease from now, nil; else the PTTL.
+    pub acquire: Lua,
+    /// unlockInnerAsync. KEYS[1] lock, KEYS[2] channel; ARGV[1] message,
+    /// ARGV[2] lease ms, ARGV[3] owner. Not ours → nil; count - 1; still
+    /// held → lease from now, 0; else delete, publish, 1.
+    pub release: Lua,
+    /// renewExpiration (the watchdog). KEYS[1] lock; ARGV[1] lease ms,
+    /// ARGV[2] owner. Ours → lease from now, 1; else 0.
+    pub renew: Lua,
+    /// forceUnlock. KEYS[1] lock, KEYS[2] channel; ARGV[1] message.
+    pub force: Lua,
+    /// The SET NX PX lock's release: delete only if the value is still our
+    /// token (the compare-and-delete from the seed documents).
+    pub compare_and_delete: Lua,
+}
+
+pub static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
+    acquire: Lua::new(
+        "if ((redis.call('exists', KEYS[1]) == 0) \
+             or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then \
+           redis.call('hincrby', KEYS[1], ARGV[2], 1); \
+           redis.call('pexpire', KEYS[1], ARGV[1]); \
+           return nil; \
+         end; \
+         return redis.call('pttl', KEYS[1]);",
+    ),
+    release: Lua::new(
+        "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then \
+           return nil; \
+         end; \
+         local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); \
+         if (counter > 0) then \
+           redis.call('pexpire', KEYS[1], ARGV[2]); \
+           return 0; \
+         else \
+           redis.call('del', KEYS[1]); \
+           redis.call('publish', KEYS[2], ARGV[1]); \
+           return 1; \
+         end; \
+         return nil;",
+    ),
+    renew: Lua::new(
+        "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then \
+           redis.call('pexpire', KEYS[1], ARGV[1]); \
+           return 1; \
+         end; \
+         return 0;",
+    ),
+    force: Lua::new(
+        "if (redis.call('del', KEYS[1]) == 1) then \
+           redis.call('publish', KEYS[2], ARGV[1]); \
+           return 1; \
+         else \
+           return 0; \
+         end;",
+    ),
+    compare_and_delete: Lua::new(
+        "if redis.call('get', KEYS[1]) == ARGV[1] then \
+           return redis.call('del', KEYS[1]) \
+         else \
+           return 0 \
+         end",
+    ),
+});
+
+/// Redisson's UNLOCK_MESSAGE.
+pub const UNLOCK_MESSAGE: &str = "0";
+
+/// Redisson's channel for a lock: braces around the name unless it already
+/// has some (then the name is used as is).
+pub fn channel(key: &str) -> String {
+    if key.contains('{') {
+        format!("redisson_lock__channel:{key}")
+    } else {
+        format!("redisson_lock__channel:{{{key}}}")
+    }
+}
+
+/// Loads every script (SCRIPT LOAD), so EVALSHA never misses, and checks
+/// that the server computes the same SHA1.
+pub async fn load(conn: &mut MultiplexedConnection) -> Result<()> {
+    let s = &*SCRIPTS;
+    for lua in [
+        &s.acquire,
+        &s.release,
+        &s.renew,
+        &s.force,
+        &s.compare_and_delete,
+    ] {
+        let sha: String = redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(lua.text)
+            .query_async(conn)
+            .await?;
+        if sha != lua.sha {
+            bail!("SCRIPT LOAD returned {sha}, expected {}", lua.sha);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,59 @@
+//! `make test`'s check of the benchmark: the quick benchmark on tiny sizes
+//! completes against a real server and produces every row of every table.
+//! No timing is asserted (the numbers at this size mean nothing).
+
+use hashlock_bench::plan::{Mode, Plan};
+use hashlock_bench::report;
+use hashlock_bench::run::{self, Options};
+use hashlock_bench::svg;
+use testkit::Kind;
+
+#[test]
+fn smoke_benchmark_produces_every_row() {
+    let opts = Options {
+        plan: Plan::for_mode(Mode::Smoke),
+        kind: Kind::Redis,
+        only: Vec::new(),
+        pin: true,
+        progress: false,
+    };
+    let results = match run::run(&opts) {
+        Ok(r) => r,
+        Err(e) => panic!("smoke benchmark failed: {e:#}"),
+    };
+
+    let missing = report::missing_rows(&results);
+    assert!(missing.is_empty(), "rows missing: {missing:?}");
+
+    let md = report::markdown(&results, Some(report::SVG_NAME));
+    for heading in [
+        "## Targets for hashlock",
+        "## B1",
+        "### Server cost per command",
+        "### Throughput",
+        "## B2",
+        "## B3",
+        "## B4",
+        "## B6",
+    ] {
+        assert!(md.contains(heading), "report lacks {heading:?}:\n{md}");
+    }
+    // Every target row is there, met or missed, none "not run".
+    let targets = report::targets(&results);
+    assert!(targets.len() >= 10, "only {} targets", targets.len());
+    assert!(
+        targets.iter().all(|t| t.verdict != report::Verdict::NotRun),
+        "a target could not be evaluated:\n{md}"
+    );
+    let readme = report::readme_section(&results);
+    assert!(readme.starts_with("## Performance"), "{readme}");
+
+    let chart = svg::b3_wait_chart(
+        &results.b3,
+        &results.plan.b3_clients,
+        &results.plan.b3_holds,
+    );
+    assert!(chart.starts_with("<svg") && chart.trim_end().ends_with("</svg>"));
+    let lines = chart.matches("<polyline").count();
+    assert_eq!(lines, results.b3.len(), "one line per B3 row");
+}
