@@ -193,8 +193,10 @@ fn lease_deadline_hands_on_promptly() {
             // Server clock: when was the lock granted?
             let granted_at = c.cmd(&["PEXPIRETIME", "k"]).as_int() - 10_000;
             let late = granted_at - old_deadline;
+            // Never within the deadline millisecond itself: Redis's expiry
+            // (now > deadline) is what keeps the old holder's lease whole.
             assert!(
-                (0..=50).contains(&late),
+                (1..=50).contains(&late),
                 "{kind}: lease {lease}: handed on {late} ms after the deadline"
             );
             assert_eq!(c.cmd(&["LOCK.RELEASE", "k", "next"]).as_int(), 0);

@@ -124,18 +124,6 @@ pub fn force_release<S: LockStore>(lock: &mut S) -> LockResult<bool> {
     Ok(true)
 }
 
-/// Ends a lease with no time left: deletes the lock if its deadline is now.
-/// Redis expires a key only once now > deadline, up to a millisecond later;
-/// a waiter served at the deadline need not wait for that. Anything that is
-/// not a lock is left alone. `true` if the lock was removed.
-pub fn end_lapsed_lease<S: LockStore>(lock: &mut S) -> bool {
-    let lapsed = matches!(info(lock), Ok(Some(Holder { ttl: Some(left), .. })) if left <= 0);
-    if lapsed {
-        lock.delete();
-    }
-    lapsed
-}
-
 /// LOCK.INFO: who holds the lock, if anyone.
 pub fn info<S: LockStore>(lock: &mut S) -> LockResult<Option<Holder>> {
     match lock.shape() {
