@@ -10,6 +10,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::*;
+use testkit::redisson;
 
 const SECOND: Duration = Duration::from_secs(1);
 
@@ -345,11 +346,6 @@ fn multi_and_eval_never_block() {
 /// Every way the lock stops being held, short of LOCK.RELEASE, wakes the head.
 #[test]
 fn foreign_releases_serve_the_queue() {
-    // Redisson's unlock script, as a Java client sends it.
-    const REDISSON_UNLOCK: &str = "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; end; \
-        local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); \
-        if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); return 0; \
-        else redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], ARGV[1]); return 1; end; return nil;";
     type Action = fn(&mut Client);
     let paths: [(&str, Action); 9] = [
         ("DEL", |c| assert_eq!(c.cmd(&["DEL", "k"]).as_int(), 1)),
@@ -377,7 +373,7 @@ fn foreign_releases_serve_the_queue() {
         ("Redisson unlock script", |c| {
             let r = c.cmd(&[
                 "EVAL",
-                REDISSON_UNLOCK,
+                redisson::UNLOCK,
                 "2",
                 "k",
                 "redisson_lock__channel:{k}",

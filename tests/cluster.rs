@@ -8,21 +8,10 @@ mod common;
 use std::time::Duration;
 
 use common::*;
+use testkit::redisson::channel;
 
 fn bulk(b: impl AsRef<[u8]>) -> Reply {
     Reply::Bulk(b.as_ref().to_vec())
-}
-
-fn channel(key: &[u8]) -> Vec<u8> {
-    let mut c = b"redisson_lock__channel:".to_vec();
-    if key.contains(&b'{') {
-        c.extend_from_slice(key);
-    } else {
-        c.push(b'{');
-        c.extend_from_slice(key);
-        c.push(b'}');
-    }
-    c
 }
 
 /// One node owning every slot, state ok.

@@ -13,6 +13,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use common::*;
+use testkit::redisson::channel;
 
 fn bulk(b: impl AsRef<[u8]>) -> Reply {
     Reply::Bulk(b.as_ref().to_vec())
@@ -37,18 +38,6 @@ fn keys(c: &mut Client) -> BTreeSet<Vec<u8>> {
         .iter()
         .map(|k| k.as_bytes().to_vec())
         .collect()
-}
-
-fn channel(key: &[u8]) -> Vec<u8> {
-    let mut c = b"redisson_lock__channel:".to_vec();
-    if key.contains(&b'{') {
-        c.extend_from_slice(key);
-    } else {
-        c.push(b'{');
-        c.extend_from_slice(key);
-        c.push(b'}');
-    }
-    c
 }
 
 fn replica_mirrors_locks(kind: Kind) {

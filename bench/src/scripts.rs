@@ -1,11 +1,13 @@
-//! The Lua the other variants send. The Redisson scripts are written from
-//! the wire protocol in ANCHORS.md (our own text, Redisson's KEYS/ARGV
-//! layout), so a run exercises what a Redisson client makes the server do.
+//! The Lua the other variants send: Redisson's lock scripts (testkit's, our
+//! own text written from the wire protocol in ANCHORS.md, with Redisson's
+//! KEYS/ARGV layout), so a run exercises what a Redisson client makes the
+//! server do; and the SET NX lock's compare-and-delete.
 
 use std::sync::LazyLock;
 
 use anyhow::{Result, bail};
 use redis::aio::MultiplexedConnection;
+use testkit::redisson;
 
 /// One script: its text (sent by EVAL) and SHA1 (sent by EVALSHA).
 pub struct Lua {
@@ -55,45 +57,10 @@ pub struct Scripts {
 }
 
 pub static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
-    acquire: Lua::new(
-        "if ((redis.call('exists', KEYS[1]) == 0) \
-             or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then \
-           redis.call('hincrby', KEYS[1], ARGV[2], 1); \
-           redis.call('pexpire', KEYS[1], ARGV[1]); \
-           return nil; \
-         end; \
-         return redis.call('pttl', KEYS[1]);",
-    ),
-    release: Lua::new(
-        "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then \
-           return nil; \
-         end; \
-         local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); \
-         if (counter > 0) then \
-           redis.call('pexpire', KEYS[1], ARGV[2]); \
-           return 0; \
-         else \
-           redis.call('del', KEYS[1]); \
-           redis.call('publish', KEYS[2], ARGV[1]); \
-           return 1; \
-         end; \
-         return nil;",
-    ),
-    renew: Lua::new(
-        "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then \
-           redis.call('pexpire', KEYS[1], ARGV[1]); \
-           return 1; \
-         end; \
-         return 0;",
-    ),
-    force: Lua::new(
-        "if (redis.call('del', KEYS[1]) == 1) then \
-           redis.call('publish', KEYS[2], ARGV[1]); \
-           return 1; \
-         else \
-           return 0; \
-         end;",
-    ),
+    acquire: Lua::new(redisson::TRY_LOCK),
+    release: Lua::new(redisson::UNLOCK),
+    renew: Lua::new(redisson::RENEW),
+    force: Lua::new(redisson::FORCE_UNLOCK),
     compare_and_delete: Lua::new(
         "if redis.call('get', KEYS[1]) == ARGV[1] then \
            return redis.call('del', KEYS[1]) \
@@ -103,17 +70,11 @@ pub static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| Scripts {
     ),
 });
 
-/// Redisson's UNLOCK_MESSAGE.
-pub const UNLOCK_MESSAGE: &str = "0";
+pub use testkit::redisson::UNLOCK_MESSAGE;
 
-/// Redisson's channel for a lock: braces around the name unless it already
-/// has some (then the name is used as is).
+/// Redisson's channel for a lock (testkit's rule), as a string.
 pub fn channel(key: &str) -> String {
-    if key.contains('{') {
-        format!("redisson_lock__channel:{key}")
-    } else {
-        format!("redisson_lock__channel:{{{key}}}")
-    }
+    String::from_utf8_lossy(&redisson::channel(key.as_bytes())).into_owned()
 }
 
 /// Loads every script (SCRIPT LOAD), so EVALSHA never misses, and checks

@@ -20,8 +20,8 @@ use crate::checker::{self, Process, Verdict};
 use crate::clock::{MS, mono_ns};
 use crate::history::{self, Op, Outcome};
 use crate::report::{Section, fmt_int};
-use crate::rng::Rng;
 use crate::servers;
+use testkit::rng::Rng;
 
 /// Leaves this much of the safe window free before each step of a critical
 /// section: the next reply must come back within it (a client paused longer

@@ -26,8 +26,8 @@ use testkit::{Client, Kind, Reply, Server};
 use crate::clock::wall_ms;
 use crate::model::{self, Actual, MOp, Model, Step};
 use crate::report::{Section, fmt_int, median_max};
-use crate::rng::Rng;
 use crate::servers;
+use testkit::rng::Rng;
 
 const OWNERS: [&str; 4] = ["svc-a:1", "svc-a:2", "svc-b:1", "svc-c:7"];
 /// Long leases: nothing may expire while a test runs.

@@ -26,8 +26,8 @@ use crate::clock::wall_ms;
 use crate::crash::{keys, plan};
 use crate::model::{self, Model, Step};
 use crate::report::{Section, fmt_int};
-use crate::rng::Rng;
 use crate::servers;
+use testkit::rng::Rng;
 
 const WAITERS: usize = 8;
 

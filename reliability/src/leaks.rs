@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 use testkit::{Client, Kind, Reply, Server, wait_until};
 
 use crate::report::{Section, fmt_int};
-use crate::rng::Rng;
 use crate::servers::{self, info_u64};
+use testkit::rng::Rng;
 
 /// `used_memory` once every other connection is gone: only `admin` and the
 /// INFO connection itself remain.
@@ -457,7 +457,9 @@ pub fn valgrind_workload(kind: Kind) {
     // Fuzz vectors, plain, in MULTI and in EVAL.
     let mut rng = Rng::new(42);
     for i in 0..60 {
-        let cmds: Vec<Vec<Vec<u8>>> = (0..50).map(|_| crate::fuzz::vector(&mut rng)).collect();
+        let cmds: Vec<Vec<Vec<u8>>> = (0..50)
+            .map(|_| testkit::hostile::vector(&mut rng))
+            .collect();
         let target = if i % 2 == 0 { &mut c } else { &mut c3 };
         for cmd in &cmds {
             target.send(cmd);

@@ -23,5 +23,4 @@ pub mod history;
 pub mod leaks;
 pub mod model;
 pub mod report;
-pub mod rng;
 pub mod servers;

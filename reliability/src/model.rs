@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use testkit::{Client, Reply};
 
-use crate::rng::Rng;
+use testkit::rng::Rng;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Held {

@@ -1,11 +1,15 @@
 //! Real Redis / Valkey servers started on demand (free port, temp dir,
 //! killed on drop) and a small synchronous RESP2/RESP3 client that keeps the
-//! exact reply types. Shared by the integration tests, `make bench` and
-//! `make soak`.
+//! exact reply types; plus what several tools drive servers with: Redisson's
+//! lock scripts, hostile input, a seeded RNG. Shared by the integration
+//! tests, `make bench` and `make soak`.
 
 use std::time::{Duration, Instant};
 
+pub mod hostile;
+pub mod redisson;
 pub mod resp;
+pub mod rng;
 pub mod server;
 
 pub use resp::{Client, Reply, ToArg};
