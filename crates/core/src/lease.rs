@@ -6,6 +6,9 @@ use super::error::{LockError, LockResult};
 /// Milliseconds since the Unix epoch (server clock) or a duration in ms.
 pub type Millis = i64;
 
+/// PX or EX given zero, a negative number or no number at all.
+pub(crate) const NOT_POSITIVE: LockError = LockError::BadLease("PX and EX take a positive integer");
+
 /// A lease length: a positive number of milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Lease(Millis);
@@ -17,7 +20,7 @@ impl Lease {
     /// `PX ms`.
     pub fn from_millis(ms: i64) -> LockResult<Lease> {
         if ms <= 0 {
-            return Err(LockError::BadLease("PX and EX take a positive integer"));
+            return Err(NOT_POSITIVE);
         }
         Ok(Lease(ms))
     }
@@ -25,7 +28,7 @@ impl Lease {
     /// `EX s`.
     pub fn from_secs(s: i64) -> LockResult<Lease> {
         if s <= 0 {
-            return Err(LockError::BadLease("PX and EX take a positive integer"));
+            return Err(NOT_POSITIVE);
         }
         s.checked_mul(1000)
             .map(Lease)

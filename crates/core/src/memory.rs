@@ -46,10 +46,12 @@ impl MemoryDb {
     /// like Redis, a key expires once now > deadline).
     pub fn key(&mut self, key: &[u8]) -> MemoryLock<'_> {
         let now = self.now;
-        if let Some(entry) = self.entries.get(key) {
-            if entry.deadline.is_some_and(|d| d < now) {
-                self.entries.remove(key);
-            }
+        if self
+            .entries
+            .get(key)
+            .is_some_and(|e| e.deadline.is_some_and(|d| d < now))
+        {
+            self.entries.remove(key);
         }
         MemoryLock {
             db: self,
@@ -62,15 +64,19 @@ impl MemoryDb {
         self.entries.insert(key.to_vec(), Entry { value, deadline });
     }
 
-    pub fn value(&self, key: &[u8]) -> Option<&Value> {
+    /// A key that has not expired (now > deadline), as a reader sees it.
+    fn live(&self, key: &[u8]) -> Option<&Entry> {
         self.entries
             .get(key)
             .filter(|e| e.deadline.is_none_or(|d| d >= self.now))
-            .map(|e| &e.value)
+    }
+
+    pub fn value(&self, key: &[u8]) -> Option<&Value> {
+        self.live(key).map(|e| &e.value)
     }
 
     pub fn deadline(&self, key: &[u8]) -> Option<Millis> {
-        self.entries.get(key).and_then(|e| e.deadline)
+        self.live(key).and_then(|e| e.deadline)
     }
 }
 

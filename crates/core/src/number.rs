@@ -28,11 +28,8 @@ pub fn parse_i64(s: &[u8]) -> Option<i64> {
         v = v.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
     }
     if negative {
-        // -(i64::MIN) does not fit in i64, but does in u64.
-        if v > i64::MIN.unsigned_abs() {
-            return None;
-        }
-        Some((v as i128).wrapping_neg() as i64)
+        // i64::MIN's magnitude fits in u64 but not in i64.
+        0i64.checked_sub_unsigned(v)
     } else {
         i64::try_from(v).ok()
     }
@@ -95,6 +92,14 @@ mod tests {
                 .and_then(|t| t.parse::<i64>().ok())
                 .filter(|n| n.to_string().as_bytes() == &s[..]);
             prop_assert_eq!(parse_i64(&s), canonical);
+        }
+
+        #[test]
+        fn agrees_with_canonical_form_on_number_like_input(s in "[-+ 0-9]{0,22}") {
+            // Random bytes are rarely digits: this one lives near the edges
+            // (signs, spaces, leading zeros, -0, 19-22 digits around i64's range).
+            let canonical = s.parse::<i64>().ok().filter(|n| n.to_string() == s);
+            prop_assert_eq!(parse_i64(s.as_bytes()), canonical);
         }
     }
 }

@@ -60,11 +60,6 @@ impl<W> WaitQueue<W> {
     pub fn is_empty(&self) -> bool {
         self.waiters.is_empty()
     }
-
-    /// All waiters, head first.
-    pub fn drain(&mut self) -> impl Iterator<Item = W> + '_ {
-        std::mem::take(&mut self.waiters).into_values()
-    }
 }
 
 #[cfg(test)]

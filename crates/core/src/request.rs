@@ -6,7 +6,7 @@
 //! conflicting, unknown or value-less option is a syntax error.
 
 use super::error::{LockError, LockResult};
-use super::lease::{Lease, Millis};
+use super::lease::{Lease, Millis, NOT_POSITIVE};
 use super::number::parse_i64;
 use super::owner;
 
@@ -20,14 +20,6 @@ pub enum Command {
 }
 
 impl Command {
-    pub const ALL: [Command; 5] = [
-        Command::Acquire,
-        Command::Release,
-        Command::Renew,
-        Command::Info,
-        Command::ForceRelease,
-    ];
-
     pub fn name(self) -> &'static str {
         match self {
             Command::Acquire => "lock.acquire",
@@ -170,8 +162,7 @@ fn parse_options<A: AsRef<[u8]>>(mut rest: &[A], allow_block: bool) -> LockResul
             if options.lease.is_some() {
                 return Err(LockError::Syntax("give one lease: PX ms or EX s, once"));
             }
-            let n =
-                parse_i64(value).ok_or(LockError::BadLease("PX and EX take a positive integer"))?;
+            let n = parse_i64(value).ok_or(NOT_POSITIVE)?;
             options.lease = Some(if px {
                 Lease::from_millis(n)?
             } else {

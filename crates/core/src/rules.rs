@@ -48,25 +48,39 @@ pub enum Released {
 /// Reads the lock as `owner` sees it, enforcing the lock shape: WRONGTYPE for
 /// non-hashes, NOTLOCK for a hash that is not exactly one positive count.
 pub fn holding<S: LockStore>(lock: &mut S, owner: &S::Name) -> LockResult<Holding> {
+    if !lock_shaped(lock)? {
+        return Ok(Holding::Free);
+    }
+    let Some(value) = lock.get(owner) else {
+        only_holder(lock)?;
+        return Ok(Holding::Theirs);
+    };
+    let holds = parse_positive(value.as_ref()).ok_or(LockError::NotLock)?;
+    // A field literally named `*` can be written by hand, but `*` never
+    // holds a lock.
+    if owner::is_reserved(owner.as_ref()) {
+        return Ok(Holding::Theirs);
+    }
+    Ok(Holding::Mine { holds })
+}
+
+/// Whether the key can hold a lock: `false` when there is no key, WRONGTYPE
+/// for a non-hash, NOTLOCK for a hash of several fields.
+fn lock_shaped<S: LockStore>(lock: &mut S) -> LockResult<bool> {
     match lock.shape() {
-        Shape::Missing => Ok(Holding::Free),
+        Shape::Missing => Ok(false),
         Shape::Other => Err(LockError::WrongType),
-        Shape::Hash { fields: 1 } => {
-            if let Some(value) = lock.get(owner) {
-                let holds = parse_positive(value.as_ref()).ok_or(LockError::NotLock)?;
-                // A field literally named `*` can be written by hand, but `*`
-                // never holds a lock.
-                if owner::is_reserved(owner.as_ref()) {
-                    return Ok(Holding::Theirs);
-                }
-                return Ok(Holding::Mine { holds });
-            }
-            let (_, value) = lock.only_entry().ok_or(LockError::NotLock)?;
-            parse_positive(&value).ok_or(LockError::NotLock)?;
-            Ok(Holding::Theirs)
-        }
+        Shape::Hash { fields: 1 } => Ok(true),
         Shape::Hash { .. } => Err(LockError::NotLock),
     }
+}
+
+/// The owner and hold count of a one-field hash; NOTLOCK unless the count is
+/// a positive integer.
+fn only_holder<S: LockStore>(lock: &mut S) -> LockResult<(Vec<u8>, i64)> {
+    let (owner, value) = lock.only_entry().ok_or(LockError::NotLock)?;
+    let holds = parse_positive(&value).ok_or(LockError::NotLock)?;
+    Ok((owner, holds))
 }
 
 /// LOCK.ACQUIRE without waiting. `queued`: clients are waiting for this key,
@@ -117,24 +131,20 @@ pub fn renew<S: LockStore>(lock: &mut S, owner: &S::Name, lease: Lease) -> LockR
 
 /// LOCK.FORCERELEASE: removes any lock. `true` if there was one.
 pub fn force_release<S: LockStore>(lock: &mut S) -> LockResult<bool> {
-    if info(lock)?.is_none() {
+    if !lock_shaped(lock)? {
         return Ok(false);
     }
+    only_holder(lock)?;
     lock.delete();
     Ok(true)
 }
 
 /// LOCK.INFO: who holds the lock, if anyone.
 pub fn info<S: LockStore>(lock: &mut S) -> LockResult<Option<Holder>> {
-    match lock.shape() {
-        Shape::Missing => Ok(None),
-        Shape::Other => Err(LockError::WrongType),
-        Shape::Hash { fields: 1 } => {
-            let (owner, value) = lock.only_entry().ok_or(LockError::NotLock)?;
-            let holds = parse_positive(&value).ok_or(LockError::NotLock)?;
-            let ttl = lock.ttl();
-            Ok(Some(Holder { owner, holds, ttl }))
-        }
-        Shape::Hash { .. } => Err(LockError::NotLock),
+    if !lock_shaped(lock)? {
+        return Ok(None);
     }
+    let (owner, holds) = only_holder(lock)?;
+    let ttl = lock.ttl();
+    Ok(Some(Holder { owner, holds, ttl }))
 }
