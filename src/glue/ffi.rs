@@ -59,6 +59,12 @@ pub fn require_api() -> Result<(), &'static str> {
         RedisModule_ReplyWithError,
         RedisModule_ReplyWithStringBuffer,
         RedisModule_ReplyWithMap,
+        RedisModule_ReplyWithString,
+        RedisModule_RegisterNumericConfig,
+        RedisModule_LoadConfigs,
+        RedisModule_RegisterInfoFunc,
+        RedisModule_InfoAddSection,
+        RedisModule_InfoAddFieldULongLong,
         RedisModule_GetContextFlags,
         RedisModule_Milliseconds,
         RedisModule_PublishMessage,
@@ -66,7 +72,6 @@ pub fn require_api() -> Result<(), &'static str> {
         RedisModule_Log,
         RedisModule_BlockClient,
         RedisModule_UnblockClient,
-        RedisModule_AbortBlock,
         RedisModule_GetBlockedClientPrivateData,
         RedisModule_BlockedClientDisconnected,
         RedisModule_SetDisconnectCallback,
@@ -76,8 +81,6 @@ pub fn require_api() -> Result<(), &'static str> {
         RedisModule_SubscribeToServerEvent,
         RedisModule_GetSelectedDb,
         RedisModule_SelectDb,
-        RedisModule_GetThreadSafeContext,
-        RedisModule_FreeThreadSafeContext,
         RedisModule_AvoidReplicaTraffic,
         RedisModule_GetBlockedClientHandle,
         RedisModule_GetServerInfo,
@@ -152,7 +155,7 @@ impl RStr {
 
     /// # Safety
     /// `s` must be a valid Redis string that outlives the reference.
-    pub unsafe fn from_ptr<'a>(s: &'a *mut RedisModuleString) -> &'a RStr {
+    pub unsafe fn from_ptr(s: &*mut RedisModuleString) -> &RStr {
         unsafe { &*(s as *const *mut RedisModuleString as *const RStr) }
     }
 
@@ -197,6 +200,15 @@ impl OwnedStr {
         match NonNull::new(s) {
             Some(s) => OwnedStr { ctx, s },
             None => panic!("RedisModule_CreateString returned NULL"),
+        }
+    }
+
+    /// A new Redis string holding `n` in decimal.
+    pub fn from_i64(ctx: *mut RedisModuleCtx, n: i64) -> OwnedStr {
+        let s = unsafe { rm!(RedisModule_CreateStringFromLongLong(ctx, n)) };
+        match NonNull::new(s) {
+            Some(s) => OwnedStr { ctx, s },
+            None => panic!("RedisModule_CreateStringFromLongLong returned NULL"),
         }
     }
 

@@ -43,6 +43,11 @@ pub fn lock_freed(ctx: Ctx, lock: &mut LockKey<'_>) {
 fn serve(ctx: Ctx, lock: &mut LockKey<'_>) -> bool {
     let db = ctx.db();
     let key = lock.name().as_ref();
+    // No queue, no deadline timer either (a queue is dropped with its timer
+    // once empty): the common release has nothing more to do here.
+    if waiters::count_in(db, key) == 0 {
+        return false;
+    }
     let granted = loop {
         let Some((ticket, waiter)) = waiters::pop_head(db, key) else {
             break false;

@@ -7,9 +7,7 @@ use super::{firewall, stats, waiters};
 
 pub fn register(ctx: Ctx) {
     unsafe {
-        if let Some(register) = raw::RedisModule_RegisterInfoFunc {
-            register(ctx.0, Some(info));
-        }
+        rm!(RedisModule_RegisterInfoFunc(ctx.0, Some(info)));
     }
 }
 

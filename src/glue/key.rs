@@ -116,7 +116,8 @@ impl LockStore for LockKey<'_> {
     }
 
     fn only_entry(&mut self) -> Option<(Vec<u8>, Vec<u8>)> {
-        let mut entries: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(1);
+        /// The first entry, and how many the scan saw.
+        type Seen = (Option<(Vec<u8>, Vec<u8>)>, usize);
         unsafe extern "C" fn collect(
             _key: *mut raw::RedisModuleKey,
             field: *mut raw::RedisModuleString,
@@ -124,26 +125,30 @@ impl LockStore for LockKey<'_> {
             out: *mut c_void,
         ) {
             firewall::callback((), || unsafe {
-                let out = &mut *(out as *mut Vec<(Vec<u8>, Vec<u8>)>);
-                let field = RStr::from_ptr(&field).as_ref().to_vec();
-                let value = RStr::from_ptr(&value).as_ref().to_vec();
-                out.push((field, value));
+                let (first, count) = &mut *(out as *mut Seen);
+                *count += 1;
+                if first.is_none() {
+                    let field = RStr::from_ptr(&field).as_ref().to_vec();
+                    let value = RStr::from_ptr(&value).as_ref().to_vec();
+                    *first = Some((field, value));
+                }
             })
         }
+        let mut seen: Seen = (None, 0);
         unsafe {
             let cursor = rm!(RedisModule_ScanCursorCreate());
             while rm!(RedisModule_ScanKey(
                 self.key,
                 cursor,
                 Some(collect),
-                &mut entries as *mut _ as *mut c_void
+                &mut seen as *mut Seen as *mut c_void
             )) != 0
             {}
             rm!(RedisModule_ScanCursorDestroy(cursor));
         }
-        match <[_; 1]>::try_from(entries) {
-            Ok([entry]) => Some(entry),
-            Err(_) => None,
+        match seen {
+            (entry, 1) => entry,
+            _ => None,
         }
     }
 
@@ -158,10 +163,8 @@ impl LockStore for LockKey<'_> {
         let value = if holds == 1 {
             ONE.get()
         } else {
-            created = OwnedStr::adopt(self.ctx.0, unsafe {
-                rm!(RedisModule_CreateStringFromLongLong(self.ctx.0, holds))
-            });
-            created.as_ref().map_or(ptr::null_mut(), |s| s.ptr())
+            created = OwnedStr::from_i64(self.ctx.0, holds);
+            created.ptr()
         };
         unsafe {
             rm!(RedisModule_HashSet(

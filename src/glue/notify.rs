@@ -11,7 +11,7 @@
 //! Cluster: sharded publish, since the channel hashes to the key's slot.
 
 use std::ffi::c_int;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 use super::ffi::{Ctx, OwnedStr, RStr, StaticStr, raw};
 use crate::core::channel::{UNLOCK_MESSAGE, unlock_channel};
@@ -23,9 +23,17 @@ pub static MESSAGE: StaticStr = StaticStr::empty();
 /// online), which costs a useless PUBLISH, never a lost one.
 static REPLICAS: AtomicI64 = AtomicI64::new(0);
 
+/// `cluster-enabled` cannot change while the server runs: read once at load
+/// (asking on every unlock would cost a full GetContextFlags).
+static CLUSTER: AtomicBool = AtomicBool::new(false);
+
 pub fn init(ctx: Ctx) {
     MESSAGE.init(UNLOCK_MESSAGE);
     REPLICAS.store(connected_replicas(ctx), Ordering::Relaxed);
+    CLUSTER.store(
+        ctx.has_flag(raw::REDISMODULE_CTX_FLAGS_CLUSTER),
+        Ordering::Relaxed,
+    );
 }
 
 pub fn replica_changed(online: bool) {
@@ -55,17 +63,14 @@ fn connected_replicas(ctx: Ctx) -> i64 {
 pub fn publish_unlock(ctx: Ctx, key: &RStr) {
     let channel = OwnedStr::new(ctx.0, &unlock_channel(key.as_ref()));
     let message = MESSAGE.get();
+    let cluster = CLUSTER.load(Ordering::Relaxed);
     unsafe {
-        if ctx.has_flag(raw::REDISMODULE_CTX_FLAGS_CLUSTER) {
-            if let Some(shard_publish) = raw::RedisModule_PublishMessageShard {
-                shard_publish(ctx.0, channel.ptr(), message);
-                return;
-            }
-            rm!(RedisModule_PublishMessage(ctx.0, channel.ptr(), message));
-            return;
-        }
-        rm!(RedisModule_PublishMessage(ctx.0, channel.ptr(), message));
-        if REPLICAS.load(Ordering::Relaxed) == 0 {
+        match raw::RedisModule_PublishMessageShard {
+            Some(shard_publish) if cluster => shard_publish(ctx.0, channel.ptr(), message),
+            _ => rm!(RedisModule_PublishMessage(ctx.0, channel.ptr(), message)),
+        };
+        // In a cluster the message reaches the other nodes over the cluster bus.
+        if cluster || REPLICAS.load(Ordering::Relaxed) == 0 {
             return;
         }
         rm!(RedisModule_Replicate(

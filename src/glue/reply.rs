@@ -58,7 +58,12 @@ pub fn send(ctx: Ctx, reply: Reply) {
 
 /// The one place a `LockError` becomes a Redis error reply.
 pub fn error(ctx: Ctx, e: &LockError) {
-    let text = CString::new(e.message().replace('\0', " ")).unwrap_or_default();
+    let message = e.message();
+    // Only an internal error can carry a NUL (from a panic message).
+    let text = match CString::new(message.as_bytes()) {
+        Ok(text) => text,
+        Err(_) => CString::new(message.replace('\0', " ")).unwrap_or_default(),
+    };
     unsafe {
         rm!(RedisModule_ReplyWithError(ctx.0, text.as_ptr()));
     }

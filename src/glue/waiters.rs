@@ -40,7 +40,8 @@ pub struct Waiter {
 }
 
 /// How a blocked client is woken: passed to `UnblockClient`, read by the
-/// reply callback, freed by `free_wakeup`.
+/// reply callback, freed by `free_wakeup`. A waiter that leaves without the
+/// lock (timeout, CLIENT UNBLOCK) is unblocked with null instead: nil.
 enum Wakeup {
     Granted {
         holds: i64,
@@ -49,7 +50,6 @@ enum Wakeup {
         db: i32,
         key: Vec<u8>,
     },
-    TimedOut,
     Failed(LockError),
 }
 
@@ -175,6 +175,15 @@ pub fn enqueue(
     ttl: Option<Millis>,
 ) -> LockResult<Reply> {
     events::watch_keyspace(ctx)?;
+    // Everything that could fail comes before blocking: a blocked client must
+    // end up in the registry, or nothing would ever unblock it.
+    let db = ctx.db();
+    let key_bytes = key.as_ref().to_vec();
+    let owner = OwnedStr::new(ptr::null_mut(), owner.as_ref());
+    let id = with(|r| {
+        r.next_id += 1;
+        r.next_id
+    });
     // Redis's own timeout is off (0): it only fires on the next event-loop
     // turn (up to 1/hz late); our timer below fires on time. The timeout
     // callback still serves CLIENT UNBLOCK.
@@ -191,20 +200,13 @@ pub fn enqueue(
         return Err(LockError::Internal("cannot block the client".into()));
     }
     unsafe { rm!(RedisModule_SetDisconnectCallback(bc, Some(disconnected))) };
-
-    let db = ctx.db();
-    let key_bytes = key.as_ref().to_vec();
-    let id = with(|r| {
-        r.next_id += 1;
-        r.next_id
-    });
     let timeout = block
         .timeout_ms
         .map(|ms| start_timer(ctx, ms, id, timed_out));
     let waiter = Waiter {
         id,
         bc,
-        owner: OwnedStr::new(ptr::null_mut(), owner.as_ref()),
+        owner,
         generated,
         lease,
         timeout,
@@ -319,34 +321,35 @@ fn wake(ctx: Ctx, bc: BlockedClient, timeout: Option<TimerId>, wakeup: Wakeup) {
 
 /// Our BLOCK timeout fired: the waiter leaves with nil.
 fn timed_out(ctx: Ctx, id: u64) {
-    let Some((waiter, deadline)) = with(|r| r.leave(id)) else {
-        return;
-    };
-    if let Some(timer) = deadline {
-        stop_timer::<(i32, Vec<u8>)>(ctx, timer);
+    if leave_with_nil(ctx, id, true) {
+        stats::TIMED_OUT.bump();
     }
-    stats::TIMED_OUT.bump();
-    // The timer has fired: it must not be stopped again.
-    wake(ctx, waiter.bc, None, Wakeup::TimedOut);
 }
 
 /// Removes the waiter blocked on `bc` (CLIENT UNBLOCK, disconnect) and
 /// releases its handle; false if it was already woken.
 fn leave_by_client(ctx: Ctx, bc: BlockedClient) -> bool {
-    let left = with(|r| {
-        let id = *r.by_client.get(&(bc as usize))?;
-        r.leave(id)
-    });
-    let Some((waiter, deadline)) = left else {
+    match with(|r| r.by_client.get(&(bc as usize)).copied()) {
+        Some(id) => leave_with_nil(ctx, id, false),
+        None => false,
+    }
+}
+
+/// Takes a waiter out of its queue, stops its timers and unblocks it with no
+/// private data, which the reply callback answers with nil. False if it was
+/// already woken. `timer_fired`: its timeout timer is the caller, and a timer
+/// that has fired must not be stopped again.
+fn leave_with_nil(ctx: Ctx, id: u64, timer_fired: bool) -> bool {
+    let Some((waiter, deadline)) = with(|r| r.leave(id)) else {
         return false;
     };
-    if let Some(timer) = waiter.timeout {
+    if let Some(timer) = waiter.timeout.filter(|_| !timer_fired) {
         stop_timer::<u64>(ctx, timer);
     }
     if let Some(timer) = deadline {
         stop_timer::<(i32, Vec<u8>)>(ctx, timer);
     }
-    unsafe { rm!(RedisModule_UnblockClient(bc, ptr::null_mut())) };
+    unsafe { rm!(RedisModule_UnblockClient(waiter.bc, ptr::null_mut())) };
     true
 }
 
@@ -359,7 +362,8 @@ unsafe extern "C" fn reply_wakeup(
     let ctx = Ctx(ctx);
     firewall::command(ctx, || {
         let data = unsafe { rm!(RedisModule_GetBlockedClientPrivateData(ctx.0)) };
-        // SAFETY: every UnblockClient that reaches a reply passes a Wakeup box.
+        // SAFETY: UnblockClient passes a Wakeup box from `wake`, or null
+        // (`leave_with_nil`: timeout, CLIENT UNBLOCK), which answers nil.
         let Some(wakeup) = (unsafe { (data as *const Wakeup).as_ref() }) else {
             return Ok(Reply::Nil);
         };
@@ -376,7 +380,6 @@ unsafe extern "C" fn reply_wakeup(
                     Ok(Reply::Int(*holds))
                 }
             }
-            Wakeup::TimedOut => Ok(Reply::Nil),
             Wakeup::Failed(e) => Err(e.clone()),
         }
     })

@@ -2,7 +2,6 @@
 //! `LOCK.ACQUIRE key owner [PX milliseconds|EX seconds] [BLOCK timeout]`.
 
 use std::ffi::CStr;
-use std::ptr;
 
 use super::super::ffi::raw::{self, RedisModuleCommandArg as Arg};
 use crate::core::request::Command;
@@ -68,7 +67,7 @@ pub fn for_command(command: Command) -> ArgDocs {
         Command::Release => vec![key, owner, end()],
         Command::Info | Command::ForceRelease => vec![key, end()],
     };
-    debug_assert!(args.last().is_some_and(|a| a.name == ptr::null()));
+    debug_assert!(args.last().is_some_and(|a| a.name.is_null()));
     ArgDocs {
         _lease: lease,
         args,
