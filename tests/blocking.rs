@@ -2,6 +2,8 @@
 //! every way a lock stops being held or a waiter leaves. Real servers, both
 //! Redis 7.0 and Valkey 9.1.
 
+// Loops over KINDS instead of `per_kind!`: these tests are timing-sensitive, so each runs one server at a time, not two in parallel.
+
 mod common;
 
 use std::sync::Arc;
@@ -47,6 +49,17 @@ fn blocked_clients(s: &Server) -> u64 {
         .unwrap_or(u64::MAX)
 }
 
+/// Waits until no client is blocked (the server may finish unblocking a
+/// killed or unblocked client just after its reply).
+fn wait_unblocked(s: &Server) {
+    let ok = wait_until(5 * SECOND, || blocked_clients(s) == 0);
+    assert!(
+        ok,
+        "blocked clients left, INFO clients: {}",
+        s.info("clients")
+    );
+}
+
 #[test]
 fn fifo_order_and_no_queue_jumping() {
     for kind in KINDS {
@@ -65,35 +78,63 @@ fn fifo_order_and_no_queue_jumping() {
             // Queue order is arrival order: let each join before the next.
             wait_waiting(&s, i as u64 + 1);
         }
-        assert_eq!(waiters_of(&mut admin, "k"), 5);
+        // A late client joins after the five: it must be served after w4.
+        let mut late = s.client();
+        block(&mut late, "k", "late", &["PX", "10000", "BLOCK", "0"]);
+        wait_waiting(&s, 6);
+        assert_eq!(waiters_of(&mut admin, "k"), 6);
 
         let mut previous = "holder".to_string();
         for i in 0..5 {
-            // An intruder without BLOCK never jumps the queue...
-            assert!(admin.cmd(&["LOCK.ACQUIRE", "k", "intruder"]).is_nil());
-            // ...and one with BLOCK joins the tail, then gives up.
-            let mut late = s.client();
-            block(&mut late, "k", "late", &["BLOCK", "30"]);
+            // One that joins with a timeout queues behind everyone, gives up,
+            // and leaves the queue as it was.
+            let mut quitter = s.client();
+            block(&mut quitter, "k", "quitter", &["BLOCK", "30"]);
             assert!(
-                late.read_reply().is_nil(),
-                "{kind}: the late intruder timed out"
+                quitter.read_reply().is_nil(),
+                "{kind}: the quitter timed out"
+            );
+            assert_eq!(waiters_of(&mut admin, "k"), 6 - i as i64);
+
+            // The release hands the lock to the head inside the command, so
+            // an intruder in the same transaction finds it already held: the
+            // lock is never free for a moment while anyone is queued.
+            admin.send(&["MULTI"]);
+            admin.send(&["LOCK.RELEASE", "k", &previous]);
+            admin.send(&["LOCK.ACQUIRE", "k", "intruder"]);
+            admin.send(&["EXEC"]);
+            assert_eq!(admin.read_reply(), Reply::Status("OK".into()));
+            assert_eq!(admin.read_reply(), Reply::Status("QUEUED".into()));
+            assert_eq!(admin.read_reply(), Reply::Status("QUEUED".into()));
+            let exec = admin.read_reply();
+            assert_eq!(
+                exec,
+                Reply::Array(vec![Reply::Int(0), Reply::Nil]),
+                "{kind}: step {i}: the intruder never jumps the queue"
             );
 
-            assert_eq!(admin.cmd(&["LOCK.RELEASE", "k", &previous]).as_int(), 0);
             let granted = waiters[i].read_reply();
             assert_eq!(granted, Reply::Int(1), "{kind}: w{i} is served in order");
             assert_eq!(
                 owner_of(&mut admin, "k").as_deref(),
                 Some(format!("w{i}").as_str())
             );
-            assert_eq!(waiters_of(&mut admin, "k"), 4 - i as i64);
+            assert_eq!(waiters_of(&mut admin, "k"), 5 - i as i64);
             // Nobody else was woken.
             for later in waiters.iter_mut().skip(i + 1) {
                 assert!(later.try_read_reply(Duration::from_millis(5)).is_none());
             }
+            assert!(
+                late.try_read_reply(Duration::from_millis(5)).is_none(),
+                "{kind}: the late client is served only after w4"
+            );
             previous = format!("w{i}");
         }
         assert_eq!(admin.cmd(&["LOCK.RELEASE", "k", "w4"]).as_int(), 0);
+        assert_eq!(late.read_reply(), Reply::Int(1), "{kind}: late is last");
+        assert_eq!(owner_of(&mut admin, "k").as_deref(), Some("late"));
+        assert_eq!(waiters_of(&mut admin, "k"), 0);
+        assert_eq!(admin.cmd(&["LOCK.RELEASE", "k", "late"]).as_int(), 0);
         assert_eq!(blocked_clients(&s), 0);
     }
 }
@@ -270,10 +311,11 @@ fn undelivered_grant_moves_on() {
             s.info_field("lock", "lock_undelivered").as_deref(),
             Some("1")
         );
+        wait_unblocked(&s);
 
         // With nobody left, an undelivered grant frees the lock and says so.
         let mut sub = s.client();
-        sub.cmd(&["SUBSCRIBE", "redisson_lock__channel:{k}"]);
+        sub.cmd(&args!["SUBSCRIBE", redisson::channel(b"k")]);
         let mut doomed = s.client();
         let doomed_id = doomed.id();
         block(&mut doomed, "k", "doomed", &["BLOCK", "0"]);
@@ -285,6 +327,13 @@ fn undelivered_grant_moves_on() {
         assert!(wait_until(SECOND, || c.cmd(&["EXISTS", "k"]).as_int() == 0));
         let msg = sub.try_read_reply(SECOND).expect("unlock published");
         assert_eq!(msg.as_array()[2].as_str(), "0");
+        assert_eq!(
+            s.info_field("lock", "lock_undelivered").as_deref(),
+            Some("2"),
+            "{kind}"
+        );
+        wait_waiting(&s, 0);
+        wait_unblocked(&s);
     }
 }
 
@@ -314,9 +363,12 @@ fn client_unblock_timeout_and_error() {
         assert!(w.try_read_reply(Duration::from_millis(30)).is_none());
         assert_eq!(w.cmd(&["PING"]), Reply::Status("PONG".into()));
         assert_eq!(c.cmd(&["EXISTS", "k"]).as_int(), 0);
+        wait_unblocked(&s);
     }
 }
 
+/// tests/scripting.rs checks the replies of BLOCK in MULTI and scripts; this
+/// checks that such a call leaves no waiter queued and no client blocked.
 #[test]
 fn multi_and_eval_never_block() {
     for kind in KINDS {
@@ -343,11 +395,15 @@ fn multi_and_eval_never_block() {
     }
 }
 
-/// Every way the lock stops being held, short of LOCK.RELEASE, wakes the head.
+/// Every way the lock stops being held other than its holder's LOCK.RELEASE
+/// (the administrative LOCK.FORCERELEASE included) wakes the head.
 #[test]
 fn foreign_releases_serve_the_queue() {
     type Action = fn(&mut Client);
-    let paths: [(&str, Action); 9] = [
+    let paths: [(&str, Action); 10] = [
+        ("LOCK.FORCERELEASE", |c| {
+            assert_eq!(c.cmd(&["LOCK.FORCERELEASE", "k"]).as_int(), 1)
+        }),
         ("DEL", |c| assert_eq!(c.cmd(&["DEL", "k"]).as_int(), 1)),
         ("UNLINK", |c| {
             assert_eq!(c.cmd(&["UNLINK", "k"]).as_int(), 1)
@@ -371,13 +427,13 @@ fn foreign_releases_serve_the_queue() {
             assert_eq!(c.cmd(&["RENAME", "k", "elsewhere"]).as_str(), "OK")
         }),
         ("Redisson unlock script", |c| {
-            let r = c.cmd(&[
+            let r = c.cmd(&args![
                 "EVAL",
                 redisson::UNLOCK,
                 "2",
                 "k",
-                "redisson_lock__channel:{k}",
-                "0",
+                redisson::channel(b"k"),
+                redisson::UNLOCK_MESSAGE,
                 "30000",
                 "holder",
             ]);
@@ -412,6 +468,80 @@ fn foreign_releases_serve_the_queue() {
                 "{kind}: {name}"
             );
         }
+    }
+}
+
+/// A lock handed straight to a queued waiter is never free, so nothing is
+/// published on its unlock channel, whatever handed it on (RELEASE,
+/// FORCERELEASE, the lease deadline). Once nobody is queued, RELEASE and
+/// FORCERELEASE publish `0`.
+#[test]
+fn hand_off_publishes_nothing() {
+    for kind in KINDS {
+        let s = Server::start(kind);
+        let mut c = s.client();
+        let ch = redisson::channel(b"k");
+        let bulk = |b: &[u8]| Reply::Bulk(b.to_vec());
+        let mut sub = s.client();
+        assert_eq!(
+            sub.cmd(&args!["SUBSCRIBE", &ch]),
+            Reply::Array(vec![bulk(b"subscribe"), bulk(&ch), Reply::Int(1)])
+        );
+        let unlocked = Reply::Array(vec![
+            bulk(b"message"),
+            bulk(&ch),
+            bulk(redisson::UNLOCK_MESSAGE.as_bytes()),
+        ]);
+        let mut quiet = |what: &str| {
+            let got = sub.try_read_reply(Duration::from_millis(50));
+            assert_eq!(got, None, "{kind}: {what} published");
+        };
+
+        assert_eq!(
+            c.cmd(&["LOCK.ACQUIRE", "k", "holder", "PX", "60000"])
+                .as_int(),
+            1
+        );
+        let mut w1 = s.client();
+        block(&mut w1, "k", "w1", &["PX", "60000", "BLOCK", "0"]);
+        wait_waiting(&s, 1);
+        let mut w2 = s.client();
+        block(&mut w2, "k", "w2", &["PX", "100", "BLOCK", "0"]);
+        wait_waiting(&s, 2);
+        let mut w3 = s.client();
+        block(&mut w3, "k", "w3", &["PX", "60000", "BLOCK", "0"]);
+        wait_waiting(&s, 3);
+
+        assert_eq!(c.cmd(&["LOCK.RELEASE", "k", "holder"]).as_int(), 0);
+        assert_eq!(w1.read_reply(), Reply::Int(1), "{kind}");
+        quiet("a hand-off by LOCK.RELEASE");
+
+        assert_eq!(c.cmd(&["LOCK.FORCERELEASE", "k"]).as_int(), 1);
+        assert_eq!(w2.read_reply(), Reply::Int(1), "{kind}");
+        quiet("a hand-off by LOCK.FORCERELEASE");
+
+        // w2's 100 ms lease runs out: the deadline timer hands on to w3.
+        assert_eq!(w3.read_reply(), Reply::Int(1), "{kind}");
+        assert_eq!(owner_of(&mut c, "k").as_deref(), Some("w3"));
+        quiet("a hand-off at the lease deadline");
+
+        // Nobody queued any more: the lock is freed, and that is published.
+        assert_eq!(waiters_of(&mut c, "k"), 0);
+        assert_eq!(c.cmd(&["LOCK.RELEASE", "k", "w3"]).as_int(), 0);
+        assert_eq!(
+            sub.try_read_reply(SECOND),
+            Some(unlocked.clone()),
+            "{kind}: RELEASE with nobody queued"
+        );
+        assert_eq!(c.cmd(&["LOCK.ACQUIRE", "k", "a"]).as_int(), 1);
+        assert_eq!(c.cmd(&["LOCK.FORCERELEASE", "k"]).as_int(), 1);
+        assert_eq!(
+            sub.try_read_reply(SECOND),
+            Some(unlocked),
+            "{kind}: FORCERELEASE with nobody queued"
+        );
+        assert_eq!(sub.try_read_reply(Duration::from_millis(50)), None);
+        assert_eq!(blocked_clients(&s), 0);
     }
 }
 
@@ -524,10 +654,9 @@ fn hand_off_is_replicated() {
         p.cmd(&["LOCK.RELEASE", "k", "holder"]);
         assert_eq!(w.read_reply(), Reply::Int(1));
         assert_eq!(p.cmd(&["WAIT", "1", "2000"]).as_int(), 1);
-        assert_eq!(r.cmd(&["HGETALL", "k"]), p.cmd(&["HGETALL", "k"]));
         assert_eq!(
-            r.cmd(&["PEXPIRETIME", "k"]),
-            p.cmd(&["PEXPIRETIME", "k"]),
+            hash_and_deadline(&mut r, b"k"),
+            hash_and_deadline(&mut p, b"k"),
             "{kind}"
         );
         assert_eq!(owner_of(&mut r, "k").as_deref(), Some("waiter"));
@@ -555,10 +684,9 @@ fn timer_hand_off_is_replicated_in_its_database() {
         assert_eq!(w.read_reply(), Reply::Int(1), "{kind}");
         assert_eq!(p.cmd(&["WAIT", "1", "2000"]).as_int(), 1);
         assert_eq!(owner_of(&mut r, "k").as_deref(), Some("next"), "{kind}");
-        assert_eq!(r.cmd(&["HGETALL", "k"]), p.cmd(&["HGETALL", "k"]));
         assert_eq!(
-            r.cmd(&["PEXPIRETIME", "k"]),
-            p.cmd(&["PEXPIRETIME", "k"]),
+            hash_and_deadline(&mut r, b"k"),
+            hash_and_deadline(&mut p, b"k"),
             "{kind}"
         );
         // Nothing leaked into database 0.
@@ -622,6 +750,15 @@ fn many_clients_contend_without_loss() {
                         ]);
                         assert_eq!(r, Reply::Int(1), "{owner}");
                         assert!(!held.swap(true, Ordering::SeqCst), "two holders at once");
+                        // While it holds, the server agrees: one hold, its own
+                        // (and the flag above spans this round trip).
+                        let info = c.cmd(&["LOCK.INFO", "hot"]);
+                        assert_eq!(
+                            info.map_get("owner").map(Reply::as_str),
+                            Some(owner.as_str()),
+                            "{info:?}"
+                        );
+                        assert_eq!(info.map_get("holds"), Some(&Reply::Int(1)), "{info:?}");
                         granted.fetch_add(1, Ordering::SeqCst);
                         held.store(false, Ordering::SeqCst);
                         assert_eq!(c.cmd(&["LOCK.RELEASE", "hot", &owner]), Reply::Int(0));

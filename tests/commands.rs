@@ -172,11 +172,20 @@ fn px_and_ex(kind: Kind) {
         Reply::Int(1)
     );
     assert_lease(&mut c, b"ex", 7000);
+    // 7 ms may be gone before a separate PTTL arrives: ask in the same
+    // transaction. The key must have a lease (PTTL -1 would be no expiry).
+    assert_eq!(c.cmd(&["MULTI"]), Reply::Status("OK".into()));
     assert_eq!(
         c.cmd(&args!["LOCK.ACQUIRE", "px", "a", "PX", 7]),
-        Reply::Int(1)
+        Reply::Status("QUEUED".into())
     );
-    assert!(pttl(&mut c, b"px") <= 7);
+    assert_eq!(c.cmd(&["PTTL", "px"]), Reply::Status("QUEUED".into()));
+    let exec = c.cmd(&["EXEC"]);
+    let r = exec.as_array();
+    assert_eq!(r.len(), 2, "{exec:?}");
+    assert_eq!(r[0], Reply::Int(1));
+    let t = r[1].as_int();
+    assert!(t > 0 && t <= 7, "PTTL of px is {t}, expected 1..=7");
     assert_eq!(
         c.cmd(&args!["LOCK.ACQUIRE", "px2", "a", "PX", 7000]),
         Reply::Int(1)
@@ -1384,19 +1393,46 @@ fn acl_read_only_pattern_allows_info(kind: Kind) {
 }
 
 fn replies_are_immediate(kind: Kind) {
-    // Without BLOCK nothing waits: 800 calls answer well within seconds.
+    // Without BLOCK nothing waits, not even on a busy lock: 1600 calls answer
+    // well within seconds, each with its value.
     let s = Server::start(kind);
+    let mut other = s.client();
+    assert_eq!(
+        other.cmd(&["LOCK.ACQUIRE", "busy", "x", "PX", "60000"]),
+        Reply::Int(1)
+    );
     let mut c = s.client();
     c.set_timeout(Some(Duration::from_secs(2)));
     let t0 = Instant::now();
     for i in 0..200 {
         let key = format!("k{}", i % 7);
-        c.cmd(&args!["LOCK.ACQUIRE", key, "a", "PX", 10000]);
-        c.cmd(&args!["LOCK.INFO", key]);
-        c.cmd(&args!["LOCK.RENEW", key, "a"]);
-        c.cmd(&args!["LOCK.RELEASE", key, "a"]);
+        assert_eq!(
+            c.cmd(&args!["LOCK.ACQUIRE", key, "a", "PX", 10000]),
+            Reply::Int(1),
+            "{key}"
+        );
+        // Refused at once: the lock is busy.
+        assert_eq!(c.cmd(&args!["LOCK.ACQUIRE", key, "b"]), Reply::Nil);
+        assert_eq!(c.cmd(&["LOCK.ACQUIRE", "busy", "a"]), Reply::Nil);
+        assert_eq!(
+            c.cmd(&["LOCK.ACQUIRE", "busy", "*", "PX", "100"]),
+            Reply::Nil
+        );
+        let info = c.cmd(&args!["LOCK.INFO", key]);
+        assert_eq!(info.map_get("owner"), Some(&bulk("a")), "{info:?}");
+        assert_eq!(info.map_get("holds"), Some(&Reply::Int(1)), "{info:?}");
+        assert_eq!(info.map_get("waiters"), Some(&Reply::Int(0)), "{info:?}");
+        assert_eq!(c.cmd(&args!["LOCK.RENEW", key, "a"]), Reply::Int(1));
+        assert_eq!(c.cmd(&["LOCK.RENEW", "busy", "a"]), Reply::Int(0));
+        assert_eq!(c.cmd(&args!["LOCK.RELEASE", key, "a"]), Reply::Int(0));
     }
     assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    // Nothing was queued and the busy lock is untouched.
+    let info = c.cmd(&["LOCK.INFO", "busy"]);
+    assert_eq!(info.map_get("owner"), Some(&bulk("x")), "{info:?}");
+    assert_eq!(info.map_get("holds"), Some(&Reply::Int(1)), "{info:?}");
+    assert_eq!(info.map_get("waiters"), Some(&Reply::Int(0)), "{info:?}");
+    assert_eq!(c.cmd(&["DBSIZE"]).as_int(), 1);
 }
 
 fn locks_are_per_database(kind: Kind) {

@@ -8,9 +8,19 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
+/// The servers the contract names: Redis 7.0 (Debian 12's) and Valkey 9.1.
 fn plain(kind: Kind) -> Server {
     let s = Server::builder(kind).no_module().start();
-    eprintln!("{kind} {} on port {}", s.version(), s.port);
+    let version = s.version();
+    eprintln!("{kind} {version} on port {}", s.port);
+    let want = match kind {
+        Kind::Redis => "7.0.",
+        Kind::Valkey => "9.1.",
+    };
+    assert!(
+        version.starts_with(want),
+        "{kind} is version {version}, the tests expect {want}x"
+    );
     s
 }
 
