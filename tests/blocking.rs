@@ -2,7 +2,8 @@
 //! every way a lock stops being held or a waiter leaves. Real servers, both
 //! Redis 7.0 and Valkey 9.1.
 
-// Loops over KINDS instead of `per_kind!`: these tests are timing-sensitive, so each runs one server at a time, not two in parallel.
+// Loops over KINDS instead of `per_kind!`: these tests are timing-sensitive,
+// so each runs one server at a time, not two in parallel.
 
 mod common;
 
