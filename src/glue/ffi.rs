@@ -300,12 +300,25 @@ impl Ctx {
     }
 }
 
-pub type TimerId = raw::RedisModuleTimerID;
+/// A running module timer whose payload is a `T`: stopping it can only
+/// free the payload as the type it was started with.
+pub struct Timer<T> {
+    id: raw::RedisModuleTimerID,
+    payload: std::marker::PhantomData<fn(T)>,
+}
+
+impl<T> Clone for Timer<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Timer<T> {}
 
 /// Starts a module timer (an event-loop time event: millisecond precise,
 /// unlike blocked-client timeouts, which lag up to 1/hz). `payload` is
 /// handed to `f` when it fires, inside the panic firewall.
-pub fn start_timer<T: 'static>(ctx: Ctx, ms: i64, payload: T, f: fn(Ctx, T)) -> TimerId {
+pub fn start_timer<T: 'static>(ctx: Ctx, ms: i64, payload: T, f: fn(Ctx, T)) -> Timer<T> {
     unsafe extern "C" fn fire<T: 'static>(ctx: *mut RedisModuleCtx, data: *mut std::ffi::c_void) {
         // SAFETY: `data` is the box made below, handed to us exactly once.
         let boxed = unsafe { Box::from_raw(data as *mut (fn(Ctx, T), T)) };
@@ -315,20 +328,24 @@ pub fn start_timer<T: 'static>(ctx: Ctx, ms: i64, payload: T, f: fn(Ctx, T)) -> 
         })
     }
     let data = Box::into_raw(Box::new((f, payload))) as *mut std::ffi::c_void;
-    unsafe {
+    let id = unsafe {
         rm!(RedisModule_CreateTimer(
             ctx.0,
             ms.max(0),
             Some(fire::<T>),
             data
         ))
+    };
+    Timer {
+        id,
+        payload: std::marker::PhantomData,
     }
 }
 
-/// Stops a timer started with `start_timer::<T>`, dropping its payload.
-pub fn stop_timer<T: 'static>(ctx: Ctx, id: TimerId) {
+/// Stops a timer that has not fired, dropping its payload.
+pub fn stop_timer<T: 'static>(ctx: Ctx, timer: Timer<T>) {
     let mut data: *mut std::ffi::c_void = ptr::null_mut();
-    let stopped = unsafe { rm!(RedisModule_StopTimer(ctx.0, id, &mut data)) };
+    let stopped = unsafe { rm!(RedisModule_StopTimer(ctx.0, timer.id, &mut data)) };
     if stopped == raw::REDISMODULE_OK as c_int && !data.is_null() {
         // SAFETY: the timer was started by `start_timer::<T>` and never fired.
         drop(unsafe { Box::from_raw(data as *mut (fn(Ctx, T), T)) });

@@ -84,7 +84,7 @@ pub fn arm_deadline(ctx: Ctx, db: i32, key: &[u8], ttl: Option<Millis>) {
     let at = ctx.now().saturating_add(delay);
     let (stop, start) = waiters::swap_deadline(db, key, at);
     if let Some(old) = stop {
-        stop_timer::<(i32, Vec<u8>)>(ctx, old);
+        stop_timer(ctx, old);
     }
     if start {
         let id = start_timer(ctx, delay, (db, key.to_vec()), deadline_reached);

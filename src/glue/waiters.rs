@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::ptr;
 
-use super::ffi::{Ctx, OwnedStr, RStr, TimerId, raw, start_timer, stop_timer};
+use super::ffi::{Ctx, OwnedStr, RStr, Timer, raw, start_timer, stop_timer};
 use super::reply::Reply;
 use super::{events, firewall, handoff, stats};
 use crate::core::queue::{Ticket, WaitQueue};
@@ -26,6 +26,12 @@ use crate::core::request::Block;
 use crate::core::{Lease, LockError, LockResult, Millis};
 
 type BlockedClient = *mut raw::RedisModuleBlockedClient;
+
+/// A waiter's BLOCK timeout; its payload is the waiter's id.
+type TimeoutTimer = Timer<u64>;
+
+/// The hand-on at the holder's lease deadline; its payload is (db, key).
+pub type DeadlineTimer = Timer<(i32, Vec<u8>)>;
 
 /// A client parked in a queue.
 pub struct Waiter {
@@ -36,7 +42,7 @@ pub struct Waiter {
     /// `*`: reply with the owner instead of the hold count.
     pub generated: bool,
     pub lease: Lease,
-    timeout: Option<TimerId>,
+    timeout: Option<TimeoutTimer>,
 }
 
 /// How a blocked client is woken: passed to `UnblockClient`, read by the
@@ -57,7 +63,7 @@ enum Wakeup {
 struct KeyQueue {
     queue: WaitQueue<Waiter>,
     /// Timer at the holder's lease deadline, and when it fires (ms).
-    deadline: Option<(TimerId, Millis)>,
+    deadline: Option<(DeadlineTimer, Millis)>,
 }
 
 struct Location {
@@ -93,7 +99,7 @@ impl Registry {
     }
 
     /// Drops an empty queue; returns its deadline timer for the caller to stop.
-    fn drop_if_empty(&mut self, db: i32, key: &[u8]) -> Option<TimerId> {
+    fn drop_if_empty(&mut self, db: i32, key: &[u8]) -> Option<DeadlineTimer> {
         let per_db = self.keys.get_mut(&db)?;
         if !per_db.get(key)?.queue.is_empty() {
             return None;
@@ -122,7 +128,7 @@ impl Registry {
     }
 
     /// Removes a waiter wherever it stands.
-    fn leave(&mut self, id: u64) -> Option<(Waiter, Option<TimerId>)> {
+    fn leave(&mut self, id: u64) -> Option<(Waiter, Option<DeadlineTimer>)> {
         let loc = self.by_id.get(&id)?;
         let (db, key, ticket) = (loc.db, loc.key.clone(), loc.ticket);
         let waiter = self.queue_mut(db, &key)?.queue.remove(ticket)?;
@@ -267,7 +273,7 @@ pub fn restore(db: i32, key: &[u8], ticket: Ticket, waiter: Waiter) {
 
 /// The deadline timer of a key's queue: replaced if `new` fires earlier.
 /// Returns the timer to stop, and whether the caller should start `new`.
-pub fn swap_deadline(db: i32, key: &[u8], at: Millis) -> (Option<TimerId>, bool) {
+pub fn swap_deadline(db: i32, key: &[u8], at: Millis) -> (Option<DeadlineTimer>, bool) {
     with(|r| match r.queue(db, key) {
         None => (None, false),
         Some(q) => match q.deadline {
@@ -278,7 +284,7 @@ pub fn swap_deadline(db: i32, key: &[u8], at: Millis) -> (Option<TimerId>, bool)
     })
 }
 
-pub fn set_deadline(db: i32, key: &[u8], timer: Option<(TimerId, Millis)>) {
+pub fn set_deadline(db: i32, key: &[u8], timer: Option<(DeadlineTimer, Millis)>) {
     with(|r| {
         if let Some(q) = r.queue_mut(db, key) {
             q.deadline = timer;
@@ -289,7 +295,7 @@ pub fn set_deadline(db: i32, key: &[u8], timer: Option<(TimerId, Millis)>) {
 /// After serving: if the queue is now empty, forget it (and its timer).
 pub fn forget_if_empty(ctx: Ctx, db: i32, key: &[u8]) {
     if let Some(timer) = with(|r| r.drop_if_empty(db, key)) {
-        stop_timer::<(i32, Vec<u8>)>(ctx, timer);
+        stop_timer(ctx, timer);
     }
 }
 
@@ -311,9 +317,9 @@ pub fn fail(ctx: Ctx, waiter: Waiter, error: LockError) {
     wake(ctx, waiter.bc, waiter.timeout, Wakeup::Failed(error));
 }
 
-fn wake(ctx: Ctx, bc: BlockedClient, timeout: Option<TimerId>, wakeup: Wakeup) {
+fn wake(ctx: Ctx, bc: BlockedClient, timeout: Option<TimeoutTimer>, wakeup: Wakeup) {
     if let Some(timer) = timeout {
-        stop_timer::<u64>(ctx, timer);
+        stop_timer(ctx, timer);
     }
     let data = Box::into_raw(Box::new(wakeup)) as *mut c_void;
     unsafe { rm!(RedisModule_UnblockClient(bc, data)) };
@@ -344,10 +350,10 @@ fn leave_with_nil(ctx: Ctx, id: u64, timer_fired: bool) -> bool {
         return false;
     };
     if let Some(timer) = waiter.timeout.filter(|_| !timer_fired) {
-        stop_timer::<u64>(ctx, timer);
+        stop_timer(ctx, timer);
     }
     if let Some(timer) = deadline {
-        stop_timer::<(i32, Vec<u8>)>(ctx, timer);
+        stop_timer(ctx, timer);
     }
     unsafe { rm!(RedisModule_UnblockClient(waiter.bc, ptr::null_mut())) };
     true
