@@ -182,39 +182,41 @@ fn bytes_of<'a>(s: *const RedisModuleString) -> &'a [u8] {
 }
 
 /// A Redis string we own (created by us or returned to us): freed on drop.
+/// Made and freed without a context: the module never uses automatic
+/// memory, and a string may outlive the call that made it (a waiter's
+/// owner, a pending grant), so it must not remember that call's context.
 pub struct OwnedStr {
-    ctx: *mut RedisModuleCtx,
     s: NonNull<RedisModuleString>,
 }
 
 impl OwnedStr {
     /// Copies `bytes` into a new Redis string (binary-safe).
-    pub fn new(ctx: *mut RedisModuleCtx, bytes: &[u8]) -> OwnedStr {
+    pub fn new(bytes: &[u8]) -> OwnedStr {
         let s = unsafe {
             rm!(RedisModule_CreateString(
-                ctx,
+                ptr::null_mut(),
                 bytes.as_ptr() as *const c_char,
                 bytes.len()
             ))
         };
         match NonNull::new(s) {
-            Some(s) => OwnedStr { ctx, s },
+            Some(s) => OwnedStr { s },
             None => panic!("RedisModule_CreateString returned NULL"),
         }
     }
 
     /// A new Redis string holding `n` in decimal.
-    pub fn from_i64(ctx: *mut RedisModuleCtx, n: i64) -> OwnedStr {
-        let s = unsafe { rm!(RedisModule_CreateStringFromLongLong(ctx, n)) };
+    pub fn from_i64(n: i64) -> OwnedStr {
+        let s = unsafe { rm!(RedisModule_CreateStringFromLongLong(ptr::null_mut(), n)) };
         match NonNull::new(s) {
-            Some(s) => OwnedStr { ctx, s },
+            Some(s) => OwnedStr { s },
             None => panic!("RedisModule_CreateStringFromLongLong returned NULL"),
         }
     }
 
     /// Takes ownership of a string Redis handed us (HashGet and friends).
-    pub fn adopt(ctx: *mut RedisModuleCtx, s: *mut RedisModuleString) -> Option<OwnedStr> {
-        NonNull::new(s).map(|s| OwnedStr { ctx, s })
+    pub fn adopt(s: *mut RedisModuleString) -> Option<OwnedStr> {
+        NonNull::new(s).map(|s| OwnedStr { s })
     }
 
     pub fn ptr(&self) -> *mut RedisModuleString {
@@ -245,7 +247,7 @@ impl AsRef<[u8]> for OwnedStr {
 
 impl Drop for OwnedStr {
     fn drop(&mut self) {
-        unsafe { rm!(RedisModule_FreeString(self.ctx, self.s.as_ptr())) }
+        unsafe { rm!(RedisModule_FreeString(ptr::null_mut(), self.s.as_ptr())) }
     }
 }
 
@@ -259,7 +261,7 @@ impl StaticStr {
     }
 
     pub fn init(&self, bytes: &[u8]) {
-        let s = OwnedStr::new(ptr::null_mut(), bytes).leak();
+        let s = OwnedStr::new(bytes).leak();
         self.0.store(s, std::sync::atomic::Ordering::Relaxed);
     }
 

@@ -109,7 +109,7 @@ fn serve_key(ctx: Ctx, db: i32, key: &[u8]) {
     if !ctx.select_db(db) {
         return;
     }
-    let name = OwnedStr::new(ctx.0, key);
+    let name = OwnedStr::new(key);
     let mut lock = LockKey::open(ctx, &name, Mode::Write);
     serve(ctx, &mut lock);
 }
@@ -178,7 +178,7 @@ fn run_pending(ctx: Ctx, (): ()) {
         if !ctx.select_db(db) {
             continue;
         }
-        let name = OwnedStr::new(ctx.0, &key);
+        let name = OwnedStr::new(&key);
         let mut lock = LockKey::open(ctx, &name, Mode::Write);
         // Drop the one hold we granted; if the lease already ran out or the
         // lock was taken from it, there is nothing to give back.

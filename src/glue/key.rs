@@ -112,7 +112,7 @@ impl LockStore for LockKey<'_> {
                 ptr::null_mut::<c_void>()
             ));
         }
-        OwnedStr::adopt(self.ctx.0, value)
+        OwnedStr::adopt(value)
     }
 
     fn only_entry(&mut self) -> Option<(Vec<u8>, Vec<u8>)> {
@@ -163,7 +163,7 @@ impl LockStore for LockKey<'_> {
         let value = if holds == 1 {
             ONE.get()
         } else {
-            created = OwnedStr::from_i64(self.ctx.0, holds);
+            created = OwnedStr::from_i64(holds);
             created.ptr()
         };
         unsafe {

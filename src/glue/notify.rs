@@ -61,7 +61,7 @@ fn connected_replicas(ctx: Ctx) -> i64 {
 }
 
 pub fn publish_unlock(ctx: Ctx, key: &RStr) {
-    let channel = OwnedStr::new(ctx.0, &unlock_channel(key.as_ref()));
+    let channel = OwnedStr::new(&unlock_channel(key.as_ref()));
     let message = MESSAGE.get();
     let cluster = CLUSTER.load(Ordering::Relaxed);
     unsafe {

@@ -174,7 +174,7 @@ pub fn queued_keys(db: Option<i32>) -> Vec<(i32, Vec<u8>)> {
 pub fn enqueue(
     ctx: Ctx,
     key: &RStr,
-    owner: &RStr,
+    owner: OwnedStr,
     generated: bool,
     lease: Lease,
     block: Block,
@@ -185,7 +185,6 @@ pub fn enqueue(
     // end up in the registry, or nothing would ever unblock it.
     let db = ctx.db();
     let key_bytes = key.as_ref().to_vec();
-    let owner = OwnedStr::new(ptr::null_mut(), owner.as_ref());
     let id = with(|r| {
         r.next_id += 1;
         r.next_id
@@ -381,7 +380,7 @@ unsafe extern "C" fn reply_wakeup(
                 ..
             } => {
                 if *generated {
-                    Ok(Reply::Owner(OwnedStr::new(ctx.0, owner.as_ref())))
+                    Ok(Reply::Owner(OwnedStr::new(owner.as_ref())))
                 } else {
                     Ok(Reply::Int(*holds))
                 }

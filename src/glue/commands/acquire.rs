@@ -36,7 +36,7 @@ pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
     let block = req.block.map(|b| b.check(lock.now())).transpose()?;
     let owner = match req.owner {
         OwnerSpec::Given(given) => Owner::Given(given),
-        OwnerSpec::Generate => Owner::Generated(OwnedStr::new(ctx.0, &owner::generate())),
+        OwnerSpec::Generate => Owner::Generated(OwnedStr::new(&owner::generate())),
     };
 
     let queued = waiters::is_queued(ctx, req.key);
@@ -63,8 +63,12 @@ pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
                 Some(block) if !ctx.has_flag(raw::REDISMODULE_CTX_FLAGS_DENY_BLOCKING) => {
                     let ttl = lock.ttl();
                     drop(lock);
-                    let generated = matches!(owner, Owner::Generated(_));
-                    waiters::enqueue(ctx, req.key, &owner, generated, lease, block, ttl)
+                    // The waiter keeps its owner beyond this command.
+                    let (owner, generated) = match owner {
+                        Owner::Given(given) => (OwnedStr::new(given.as_ref()), false),
+                        Owner::Generated(uuid) => (uuid, true),
+                    };
+                    waiters::enqueue(ctx, req.key, owner, generated, lease, block, ttl)
                 }
                 _ => {
                     stats::BUSY.bump();
