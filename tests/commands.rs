@@ -421,24 +421,23 @@ fn generated_owner(kind: Kind) {
     assert_eq!(c.cmd(&["LOCK.RENEW", "k", "*"]), Reply::Int(0));
     assert_eq!(c.cmd(&["EXISTS", "k"]), Reply::Int(0));
 
-    // Even a hand-written field named `*` is not held by `*`.
+    // A hash whose only field is `*` is not a lock at all (the owner `*`
+    // never holds one): every command says NOTLOCK and changes nothing.
     c.cmd(&["HSET", "star", "*", "1"]);
     c.cmd(&["PEXPIRE", "star", "100000"]);
     let before = key_state(&mut c, b"star");
-    refused(
-        &mut c,
-        &cmdv("LOCK.RELEASE", &[b"star", b"*"]),
-        "NOTOWNER",
-        NOTOWNER,
-        &[b"star"],
-    );
-    assert_eq!(
-        c.cmd(&["LOCK.RENEW", "star", "*", "PX", "10"]),
-        Reply::Int(0)
-    );
-    assert_eq!(c.cmd(&["LOCK.RENEW", "star", "*"]), Reply::Int(0));
-    assert_eq!(c.cmd(&["LOCK.ACQUIRE", "star", "*"]), Reply::Nil);
-    assert_eq!(c.cmd(&["LOCK.ACQUIRE", "star", "x"]), Reply::Nil);
+    for cmd in [
+        cmdv("LOCK.RELEASE", &[b"star", b"*"]),
+        cmdv("LOCK.RELEASE", &[b"star", b"x"]),
+        cmdv("LOCK.RENEW", &[b"star", b"*", b"PX", b"10"]),
+        cmdv("LOCK.RENEW", &[b"star", b"x"]),
+        cmdv("LOCK.ACQUIRE", &[b"star", b"*"]),
+        cmdv("LOCK.ACQUIRE", &[b"star", b"x"]),
+        cmdv("LOCK.INFO", &[b"star"]),
+        cmdv("LOCK.FORCERELEASE", &[b"star"]),
+    ] {
+        refused(&mut c, &cmd, "NOTLOCK", "NOTLOCK ", &[b"star"]);
+    }
     assert_eq!(key_state(&mut c, b"star"), before);
 
     // With BLOCK on a free lock: granted at once, the reply is the owner.
@@ -704,7 +703,7 @@ fn info_replies(kind: Kind) {
     let Reply::Array(flat) = &r2 else {
         panic!("RESP2 LOCK.INFO: {r2:?}")
     };
-    assert_eq!(flat.len(), 8, "{r2:?}");
+    assert_eq!(flat.len(), 12, "{r2:?}");
     let ttl = flat[5].as_int();
     assert!(ttl > 38000 && ttl <= 40000, "{r2:?}");
     assert_eq!(
@@ -717,6 +716,10 @@ fn info_replies(kind: Kind) {
             bulk("ttl"),
             Reply::Int(ttl),
             bulk("waiters"),
+            Reply::Int(0),
+            bulk("keepalive"),
+            Reply::Int(0),
+            bulk("token"),
             Reply::Int(0),
         ])
     );
@@ -734,6 +737,8 @@ fn info_replies(kind: Kind) {
             (bulk("holds"), Reply::Int(2)),
             (bulk("ttl"), Reply::Int(ttl3)),
             (bulk("waiters"), Reply::Int(0)),
+            (bulk("keepalive"), Reply::Int(0)),
+            (bulk("token"), Reply::Int(0)),
         ])
     );
     // Read-only.
@@ -965,7 +970,10 @@ fn syntax_errors(kind: Kind) {
     }
     assert_eq!(
         c.cmd(&["LOCK.RENEW", "held", "a", "BLOCK", "1"]),
-        Reply::Error("ERR syntax error: unknown option, expected PX ms or EX s".into())
+        Reply::Error(
+            "ERR syntax error: unknown option, expected PX ms, EX s, KEEPALIVE or REPLICAS n ms"
+                .into()
+        )
     );
 }
 

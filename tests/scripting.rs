@@ -78,10 +78,10 @@ fn multi_exec(kind: Kind) {
         assert_eq!(r[2], nil, "BLOCK in MULTI on a busy lock");
         assert_eq!(r[3], nil, "BLOCK 0 in MULTI on a busy lock");
         if resp3 {
-            assert!(matches!(&r[4], Reply::Map(m) if m.len() == 4), "{:?}", r[4]);
+            assert!(matches!(&r[4], Reply::Map(m) if m.len() == 6), "{:?}", r[4]);
         } else {
             assert!(
-                matches!(&r[4], Reply::Array(a) if a.len() == 8),
+                matches!(&r[4], Reply::Array(a) if a.len() == 12),
                 "{:?}",
                 r[4]
             );
@@ -236,16 +236,16 @@ fn eval_replies(kind: Kind) {
         // LOCK.INFO: a flat array in the script's default RESP2 ...
         let info2 = "return redis.call('LOCK.INFO', KEYS[1])";
         let r = c.cmd(&["EVAL", info2, "1", "k"]);
-        assert!(matches!(&r, Reply::Array(a) if a.len() == 8), "{r:?}");
+        assert!(matches!(&r, Reply::Array(a) if a.len() == 12), "{r:?}");
         assert_eq!(r.map_get("holds"), Some(&Reply::Int(2)));
         assert_eq!(r.map_get("owner"), Some(&bulk("a")));
         // ... a map when the script speaks RESP3 (flattened for RESP2 clients).
         let info3 = "redis.setresp(3); return redis.call('LOCK.INFO', KEYS[1])";
         let r = c.cmd(&["EVAL", info3, "1", "k"]);
         if resp3 {
-            assert!(matches!(&r, Reply::Map(m) if m.len() == 4), "{r:?}");
+            assert!(matches!(&r, Reply::Map(m) if m.len() == 6), "{r:?}");
         } else {
-            assert!(matches!(&r, Reply::Array(a) if a.len() == 8), "{r:?}");
+            assert!(matches!(&r, Reply::Array(a) if a.len() == 12), "{r:?}");
         }
         assert_eq!(r.map_get("holds"), Some(&Reply::Int(2)));
         assert_eq!(c.cmd(&["EVAL", info2, "1", "nothing"]), nil);

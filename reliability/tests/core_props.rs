@@ -19,7 +19,8 @@ use hashlock_reliability::core::lease::Lease;
 use hashlock_reliability::core::memory::{MemoryDb, Value};
 use hashlock_reliability::core::queue::WaitQueue;
 use hashlock_reliability::core::request::{self, Block, OwnerSpec};
-use hashlock_reliability::core::rules::{self, Acquired, Released};
+use hashlock_reliability::core::rules::{self, Acquired, Claim, Released};
+use hashlock_reliability::core::serve::{self, Grant, Waiting};
 use proptest::prelude::*;
 
 // ---- the parser ----
@@ -183,7 +184,7 @@ enum Shape {
 fn shape(db: &MemoryDb, key: &[u8]) -> Shape {
     match db.value(key) {
         None => Shape::Free,
-        Some(Value::Other) => Shape::WrongType,
+        Some(Value::Other | Value::Str(_)) => Shape::WrongType,
         Some(Value::Hash(h)) => {
             let positive = |v: &[u8]| {
                 let s = std::str::from_utf8(v).ok()?;
@@ -191,6 +192,8 @@ fn shape(db: &MemoryDb, key: &[u8]) -> Shape {
                 (n > 0 && n.to_string() == s).then_some(n)
             };
             match h.iter().collect::<Vec<_>>()[..] {
+                // The owner `*` never holds a lock.
+                [(owner, _)] if owner == b"*" => Shape::NotLock,
                 [(owner, v)] => match positive(v) {
                     Some(holds) => Shape::Held {
                         owner: owner.clone(),
@@ -226,21 +229,21 @@ proptest! {
                 Step::Acquire { key, owner, lease, queued } => {
                     let (k, o) = (KEYS[key], OWNERS[owner]);
                     let s = shape(&db, k);
-                    let got = rules::acquire(&mut db.key(k), o, Lease::from_millis(lease).unwrap(), queued);
+                    let got = acquire(&mut db.key(k), o, Lease::from_millis(lease).unwrap(), queued);
                     let want = if now.checked_add(lease).is_none() {
                         Err(LockError::BadLease("deadline would overflow"))
                     } else if let Some(e) = shape_error(&s) {
                         Err(e)
                     } else {
                         match &s {
-                            Shape::Held { owner, holds } if owner == o => Ok(Acquired::Granted { holds: holds + 1 }),
+                            Shape::Held { owner, holds } if owner == o => Ok(Acquired::Granted { holds: holds + 1, token: None }),
                             Shape::Held { .. } => Ok(Acquired::Busy),
                             _ if queued => Ok(Acquired::Busy),
-                            _ => Ok(Acquired::Granted { holds: 1 }),
+                            _ => Ok(Acquired::Granted { holds: 1, token: None }),
                         }
                     };
                     prop_assert_eq!(&got, &want);
-                    if let Ok(Acquired::Granted { holds }) = got {
+                    if let Ok(Acquired::Granted { holds, .. }) = got {
                         prop_assert_eq!(shape(&db, k), Shape::Held { owner: o.to_vec(), holds });
                         prop_assert_eq!(db.deadline(k), Some(now + lease));
                     }
@@ -349,52 +352,128 @@ proptest! {
     }
 
     /// With waiters queued, newcomers are refused and the queue is served
-    /// in arrival order, whatever the interleaving of arrivals, leavers and
-    /// releases.
+    /// in arrival order by the module's own serve policy (`core::serve`),
+    /// whatever the interleaving of arrivals, leavers, releases and lapsed
+    /// leases.
     #[test]
-    fn queue_is_served_in_order(events in proptest::collection::vec(0u8..4, 1..120)) {
+    fn queue_is_served_in_order(events in proptest::collection::vec(0u8..6, 1..120)) {
         let mut db = MemoryDb::new(0);
-        let mut q: WaitQueue<u32> = WaitQueue::default();
+        let mut q: WaitQueue<W> = WaitQueue::default();
         let mut order: VecDeque<u32> = VecDeque::new();
+        let mut tickets = Vec::new();
         let mut next = 0u32;
         let mut holder: Option<u32> = None;
-        let lease = Lease::from_millis(10_000).unwrap();
+        const LEASE: i64 = 50;
+        let lease = Lease::from_millis(LEASE).unwrap();
         for e in events {
             match e {
                 // A newcomer: takes the lock only if it is free and nobody waits.
                 0 | 1 => {
                     next += 1;
-                    let me = next.to_string().into_bytes();
-                    let got = rules::acquire(&mut db.key(b"k"), &me[..], lease, !q.is_empty()).unwrap();
+                    let me = W::new(next);
+                    let got = acquire(&mut db.key(b"k"), &me.owner, lease, !q.is_empty()).unwrap();
                     match got {
-                        Acquired::Granted { holds: 1 } => {
+                        Acquired::Granted { holds: 1, token: None } => {
                             prop_assert!(holder.is_none() && q.is_empty(), "newcomer barged in");
                             holder = Some(next);
                         }
                         Acquired::Busy => {
                             prop_assert!(holder.is_some() || !q.is_empty());
-                            q.push(next);
+                            tickets.push((next, q.push(me)));
                             order.push_back(next);
                         }
                         other => prop_assert!(false, "{:?}", other),
                     }
                 }
-                // The holder releases; the head of the queue is served.
+                // The holder releases; the queue is served.
                 2 => if let Some(h) = holder.take() {
-                    let me = h.to_string().into_bytes();
-                    prop_assert_eq!(rules::release(&mut db.key(b"k"), &me[..]), Ok(Released::Freed));
-                    if let Some((_, w)) = q.pop_front() {
-                        prop_assert_eq!(Some(w), order.pop_front(), "served out of order");
-                        let me = w.to_string().into_bytes();
-                        prop_assert_eq!(rules::acquire(&mut db.key(b"k"), &me[..], lease, false), Ok(Acquired::Granted { holds: 1 }));
-                        holder = Some(w);
+                    prop_assert_eq!(rules::release(&mut db.key(b"k"), &W::new(h).owner[..]), Ok(Released::Freed));
+                    holder = served(&mut db, &mut q, &mut order, lease)?;
+                },
+                // A waiter leaves (timeout, disconnect).
+                3 => if let Some((id, t)) = tickets.pop() {
+                    if q.remove(t).is_some() {
+                        order.retain(|w| *w != id);
                     }
                 },
-                // Nothing else happens; time passes well within the lease.
+                // The lease lapses (the holder crashed); the deadline serves the queue.
+                4 => {
+                    db.advance(LEASE + 1);
+                    if holder.is_some() {
+                        prop_assert_eq!(db.value(b"k"), None);
+                        holder = None;
+                    }
+                    let s = served(&mut db, &mut q, &mut order, lease)?;
+                    holder = s.or(holder);
+                }
+                // Time passes well within the lease.
                 _ => db.advance(1),
             }
+            // One holder at most, and it is the one the store says.
+            let stored = db.value(b"k").is_some();
+            prop_assert_eq!(stored, holder.is_some());
         }
     }
+}
+
+/// A queued client of the queue test.
+#[derive(Debug)]
+struct W {
+    id: u32,
+    owner: Vec<u8>,
+}
+
+impl W {
+    fn new(id: u32) -> W {
+        W {
+            id,
+            owner: id.to_string().into_bytes(),
+        }
+    }
+}
+
+impl Waiting<[u8]> for W {
+    fn claim(&self) -> Claim<'_, [u8]> {
+        Claim::new(&self.owner, Lease::from_millis(50).unwrap())
+    }
+}
+
+/// Serves the queue with the module's policy; checks it served the head.
+fn served(
+    db: &mut MemoryDb,
+    q: &mut WaitQueue<W>,
+    order: &mut VecDeque<u32>,
+    _lease: Lease,
+) -> Result<Option<u32>, TestCaseError> {
+    let s = serve::serve(&mut db.key(b"k"), q);
+    prop_assert!(s.failed.is_empty());
+    Ok(match s.granted {
+        Some((w, grant)) => {
+            prop_assert_eq!(Some(w.id), order.pop_front(), "served out of order");
+            prop_assert_eq!(
+                grant,
+                Grant {
+                    holds: 1,
+                    token: None
+                }
+            );
+            Some(w.id)
+        }
+        None => {
+            prop_assert!(q.is_empty() || db.value(b"k").is_some());
+            None
+        }
+    })
+}
+
+/// ACQUIRE without a token.
+fn acquire(
+    lock: &mut hashlock_reliability::core::memory::MemoryLock<'_>,
+    owner: &[u8],
+    lease: Lease,
+    queued: bool,
+) -> Result<Acquired, LockError> {
+    rules::acquire(lock, &Claim::new(owner, lease), queued)
 }
 
 fn apply(db: &mut MemoryDb, s: Step) -> Result<(), LockError> {
@@ -405,7 +484,7 @@ fn apply(db: &mut MemoryDb, s: Step) -> Result<(), LockError> {
             owner,
             lease: l,
             queued,
-        } => rules::acquire(&mut db.key(KEYS[key]), OWNERS[owner], lease(l), queued).map(|_| ()),
+        } => acquire(&mut db.key(KEYS[key]), OWNERS[owner], lease(l), queued).map(|_| ()),
         Step::Release { key, owner } => {
             rules::release(&mut db.key(KEYS[key]), OWNERS[owner]).map(|_| ())
         }

@@ -1,27 +1,77 @@
-//! Module configuration: `lock.default-lease-ms` (CONFIG GET/SET, a
-//! `lock.default-lease-ms` line in redis.conf, or `loadmodule path
-//! default-lease-ms N`). Registered in `module.rs`.
+//! Module configuration: `lock.default-lease-ms`, `lock.replicas`,
+//! `lock.replicas-timeout-ms` (CONFIG GET/SET, lines in redis.conf, or
+//! `loadmodule path name value`). Registered in `module.rs`.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use crate::core::Lease;
+use crate::core::request::{MAX_REPLICAS, Replicas};
 
 pub const DEFAULT_LEASE_MS: i64 = Lease::WATCHDOG_DEFAULT.millis();
 /// Ten years: a larger default is almost certainly a typo.
 pub const MAX_DEFAULT_LEASE_MS: i64 = 10 * 365 * 24 * 3600 * 1000;
+pub const DEFAULT_REPLICAS: i64 = 0;
+pub const DEFAULT_REPLICAS_TIMEOUT_MS: i64 = 1000;
+/// A day: a longer wait for replicas is almost certainly a typo.
+pub const MAX_REPLICAS_TIMEOUT_MS: i64 = 24 * 3600 * 1000;
+pub const MAX_DEFAULT_REPLICAS: i64 = MAX_REPLICAS;
 
-static DEFAULT_LEASE: AtomicI64 = AtomicI64::new(DEFAULT_LEASE_MS);
-
-pub fn default_lease_ms() -> i64 {
-    DEFAULT_LEASE.load(Ordering::Relaxed)
+/// One numeric setting.
+pub struct Setting {
+    pub name: &'static str,
+    pub default: i64,
+    pub min: i64,
+    pub max: i64,
+    value: AtomicI64,
 }
 
-pub fn set_default_lease_ms(ms: i64) {
-    DEFAULT_LEASE.store(ms, Ordering::Relaxed);
+impl Setting {
+    const fn new(name: &'static str, default: i64, min: i64, max: i64) -> Setting {
+        Setting {
+            name,
+            default,
+            min,
+            max,
+            value: AtomicI64::new(default),
+        }
+    }
+
+    pub fn get(&self) -> i64 {
+        self.value.load(Ordering::Relaxed)
+    }
+
+    pub fn set(&self, v: i64) {
+        self.value.store(v, Ordering::Relaxed);
+    }
 }
+
+pub static DEFAULT_LEASE: Setting = Setting::new(
+    "default-lease-ms",
+    DEFAULT_LEASE_MS,
+    1,
+    MAX_DEFAULT_LEASE_MS,
+);
+pub static REPLICAS: Setting = Setting::new("replicas", DEFAULT_REPLICAS, 0, MAX_DEFAULT_REPLICAS);
+pub static REPLICAS_TIMEOUT: Setting = Setting::new(
+    "replicas-timeout-ms",
+    DEFAULT_REPLICAS_TIMEOUT_MS,
+    1,
+    MAX_REPLICAS_TIMEOUT_MS,
+);
+
+pub static SETTINGS: [&Setting; 3] = [&DEFAULT_LEASE, &REPLICAS, &REPLICAS_TIMEOUT];
 
 /// The lease used when a command gives none.
 pub fn default_lease() -> Lease {
     // The config's bounds (1..=MAX_DEFAULT_LEASE_MS) keep it positive.
-    Lease::from_millis(default_lease_ms()).unwrap_or(Lease::WATCHDOG_DEFAULT)
+    Lease::from_millis(DEFAULT_LEASE.get()).unwrap_or(Lease::WATCHDOG_DEFAULT)
+}
+
+/// `REPLICAS n ms` for calls that give none; `None` when n is 0.
+pub fn default_replicas() -> Option<Replicas> {
+    let count = REPLICAS.get();
+    (count > 0).then(|| Replicas {
+        count,
+        timeout_ms: REPLICAS_TIMEOUT.get(),
+    })
 }

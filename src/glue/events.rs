@@ -1,61 +1,72 @@
-//! What other clients and the server do to queued keys: keyspace events
-//! (DEL, UNLINK, expiry, eviction, a Redisson Lua release, renames,
-//! overwrites) and server events (FLUSHALL / FLUSHDB / SWAPDB, which fire
-//! no per-key events). Each only marks keys for `handoff` to look at again.
-//! Also: replicas coming and going (`notify` publishes to them).
+//! Layer 4: what other clients and the server do, as far as locks care.
 //!
-//! The keyspace subscription is made at the first BLOCK waiter, not at
-//! load: Redis builds a module context for every keyspace event in the
-//! server while a module is subscribed (~700 instructions each, measured),
-//! and a server that never queues waiters should not pay for it.
+//! - Keyspace events on queued keys (DEL, UNLINK, expiry, eviction, a
+//!   Redisson Lua release, renames, overwrites, MIGRATE): the queue is looked
+//!   at again (`Serve` job). FLUSHALL / FLUSHDB / SWAPDB fire no per-key
+//!   events: the flush and swapdb server events do the same for every queue
+//!   of the databases involved.
+//! - A connection closing with tied locks (KEEPALIVE): `Closed` job.
+//! - The node becoming a replica: every waiter is answered UNBLOCKED (the
+//!   server has already answered those it handles itself), ties and
+//!   acknowledgement waits end; LOCK.* writes are refused from now on.
+//! - Before the event loop sleeps: replica acknowledgements (REPLICAS).
+//! - Replicas coming and going (`notify` publishes to them); configuration
+//!   changes (`eviction` re-checks the policy).
+//!
+//! Callbacks here never write: they schedule jobs.
+//!
+//! The keyspace and event-loop subscriptions are made when first needed (a
+//! first waiter, a first REPLICAS wait), not at load: Redis builds a module
+//! context for every keyspace event in the server (~700 instructions each,
+//! measured) and for every event-loop turn while a module is subscribed, and
+//! a server that never queues waiters should not pay for it.
 
 use std::cell::Cell;
-use std::ffi::{c_char, c_int, c_void};
+use std::ffi::{CStr, c_char, c_int, c_void};
 
-use super::ffi::{Ctx, RStr, raw};
-use super::{firewall, handoff, notify, waiters};
 use crate::core::{LockError, LockResult};
+use crate::glue::eviction;
+use crate::glue::runtime::ffi::{Ctx, RStr, raw};
+use crate::glue::runtime::firewall;
+use crate::glue::scheduler::{self, Job};
+use crate::glue::stats;
+use crate::glue::store::ids::ClientId;
+use crate::glue::store::{QueueKey, is_own_event, notify, server};
+use crate::glue::waiting::{acks, queues, ties};
 
 thread_local! {
-    static OWN_EVENT: Cell<bool> = const { Cell::new(false) };
     static WATCHING_KEYSPACE: Cell<bool> = const { Cell::new(false) };
+    static WATCHING_EVENT_LOOP: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Runs `f` (which fires a keyspace event for one of our own writes) so that
-/// our subscriber ignores it: the command that wrote already served the queue.
-pub fn own_event<R>(f: impl FnOnce() -> R) -> R {
-    OWN_EVENT.with(|own| own.set(true));
-    let r = f();
-    OWN_EVENT.with(|own| own.set(false));
-    r
+fn subscribe_server_event(ctx: Ctx, id: u64, callback: raw::RedisModuleEventCallback) -> bool {
+    let event = raw::RedisModuleEvent { id, dataver: 1 };
+    let subscribed = unsafe { rm!(RedisModule_SubscribeToServerEvent(ctx.0, event, callback)) };
+    subscribed == raw::REDISMODULE_OK as c_int
 }
 
 /// Server events, at load.
 pub fn subscribe(ctx: Ctx) -> Result<(), String> {
-    let ok = raw::REDISMODULE_OK as c_int;
     for id in [
         raw::REDISMODULE_EVENT_FLUSHDB,
         raw::REDISMODULE_EVENT_SWAPDB,
         raw::REDISMODULE_EVENT_REPLICA_CHANGE,
+        raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
+        raw::REDISMODULE_EVENT_CLIENT_CHANGE,
+        raw::REDISMODULE_EVENT_CONFIG,
     ] {
-        let event = raw::RedisModuleEvent { id, dataver: 1 };
-        if unsafe {
-            rm!(RedisModule_SubscribeToServerEvent(
-                ctx.0,
-                event,
-                Some(server_event)
-            ))
-        } != ok
-        {
+        if !subscribe_server_event(ctx, id, Some(server_event)) {
             return Err(format!("cannot subscribe to server event {id}"));
         }
     }
     Ok(())
 }
 
-/// Redis removed our keyspace subscription (module unload).
-pub fn forget_keyspace_subscription() {
+/// Redis dropped the module's subscriptions (module unload); the next load
+/// (which may find this library's statics still in place) subscribes again.
+pub fn forget_subscriptions() {
     WATCHING_KEYSPACE.with(|w| w.set(false));
+    WATCHING_EVENT_LOOP.with(|w| w.set(false));
 }
 
 /// Keyspace events, from the first waiter on (a subscription cannot be undone).
@@ -75,7 +86,7 @@ pub fn watch_keyspace(ctx: Ctx) -> LockResult<()> {
     let subscribed = unsafe {
         rm!(RedisModule_SubscribeToKeyspaceEvents(
             ctx.0,
-            classes,
+            classes as c_int,
             Some(keyspace_event)
         ))
     };
@@ -88,6 +99,20 @@ pub fn watch_keyspace(ctx: Ctx) -> LockResult<()> {
     Ok(())
 }
 
+/// The before-sleep event, from the first call that waits for replicas.
+pub fn watch_event_loop(ctx: Ctx) -> LockResult<()> {
+    if WATCHING_EVENT_LOOP.with(Cell::get) {
+        return Ok(());
+    }
+    if !subscribe_server_event(ctx, raw::REDISMODULE_EVENT_EVENTLOOP, Some(event_loop)) {
+        return Err(LockError::Internal(
+            "cannot subscribe to event-loop events".into(),
+        ));
+    }
+    WATCHING_EVENT_LOOP.with(|w| w.set(true));
+    Ok(())
+}
+
 unsafe extern "C" fn keyspace_event(
     ctx: *mut raw::RedisModuleCtx,
     _class: c_int,
@@ -95,18 +120,40 @@ unsafe extern "C" fn keyspace_event(
     key: *mut raw::RedisModuleString,
 ) -> c_int {
     firewall::callback((), || {
-        if OWN_EVENT.with(Cell::get) || key.is_null() {
+        if is_own_event() || key.is_null() {
             return;
         }
         let ctx = Ctx(ctx);
         // SAFETY: Redis passes a valid key name for the callback's duration.
         let key = unsafe { RStr::from_ptr(&key) };
-        let db = ctx.db();
-        if waiters::count_in(db, key.as_ref()) > 0 {
-            handoff::later(ctx, db, key.as_ref().to_vec());
-        }
+        look_again(ctx, ctx.db(), key.as_ref());
     });
     raw::REDISMODULE_OK as c_int
+}
+
+/// Schedules one `Serve` of the queue at `key`, if it has one.
+fn look_again(ctx: Ctx, db: i32, key: &[u8]) {
+    let needed = queues::with_queue(db, key, |q| q.serve.is_none()).unwrap_or(false);
+    if !needed {
+        return;
+    }
+    let Some(qk) = queues::queue_key(db, key) else {
+        return;
+    };
+    let job = scheduler::soon(ctx, Job::Serve(qk));
+    queues::with_queue(db, key, |q| q.serve = Some(job));
+}
+
+unsafe extern "C" fn event_loop(
+    ctx: *mut raw::RedisModuleCtx,
+    _event: raw::RedisModuleEvent,
+    subevent: u64,
+    _data: *mut c_void,
+) {
+    if subevent != raw::REDISMODULE_SUBEVENT_EVENTLOOP_BEFORE_SLEEP {
+        return;
+    }
+    firewall::callback((), || acks::before_sleep(Ctx(ctx)));
 }
 
 unsafe extern "C" fn server_event(
@@ -117,29 +164,85 @@ unsafe extern "C" fn server_event(
 ) {
     firewall::callback((), || {
         let ctx = Ctx(ctx);
-        let dbs: Vec<Option<i32>> = match event.id {
+        match event.id {
             raw::REDISMODULE_EVENT_FLUSHDB if subevent == raw::REDISMODULE_SUBEVENT_FLUSHDB_END => {
                 // SAFETY: Redis passes a RedisModuleFlushInfo for this event.
                 let info = unsafe { &*(data as *const raw::RedisModuleFlushInfo) };
-                vec![(info.dbnum >= 0).then_some(info.dbnum)]
-            }
-            raw::REDISMODULE_EVENT_REPLICA_CHANGE => {
-                notify::replica_changed(
-                    subevent == raw::REDISMODULE_SUBEVENT_REPLICA_CHANGE_ONLINE,
-                );
-                return;
+                look_again_in(ctx, (info.dbnum >= 0).then_some(info.dbnum));
             }
             raw::REDISMODULE_EVENT_SWAPDB => {
                 // SAFETY: Redis passes a RedisModuleSwapDbInfo for this event.
                 let info = unsafe { &*(data as *const raw::RedisModuleSwapDbInfo) };
-                vec![Some(info.dbnum_first), Some(info.dbnum_second)]
+                look_again_in(ctx, Some(info.dbnum_first));
+                look_again_in(ctx, Some(info.dbnum_second));
             }
-            _ => return,
-        };
-        for db in dbs {
-            for (db, key) in waiters::queued_keys(db) {
-                handoff::later(ctx, db, key);
+            raw::REDISMODULE_EVENT_REPLICA_CHANGE => {
+                notify::replica_changed(subevent == raw::REDISMODULE_SUBEVENT_REPLICA_CHANGE_ONLINE)
             }
+            raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED => {
+                if subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA {
+                    demoted();
+                } else {
+                    server::set_primary(true);
+                }
+            }
+            raw::REDISMODULE_EVENT_CLIENT_CHANGE
+                if subevent == raw::REDISMODULE_SUBEVENT_CLIENT_CHANGE_DISCONNECTED =>
+            {
+                // SAFETY: Redis passes a RedisModuleClientInfo for this event.
+                let info = unsafe { &*(data as *const raw::RedisModuleClientInfo) };
+                let client = ClientId(info.id);
+                // It fires inside other commands, on replicas, while the
+                // server frees clients: act from a job, only for tied ones.
+                if ties::has_client(client) {
+                    scheduler::soon(ctx, Job::Closed(client));
+                }
+            }
+            raw::REDISMODULE_EVENT_CONFIG
+                if subevent == raw::REDISMODULE_SUBEVENT_CONFIG_CHANGE =>
+            {
+                // SAFETY: Redis passes a RedisModuleConfigChange for this event.
+                let change = unsafe { &*(data as *const raw::RedisModuleConfigChange) };
+                let names = (0..change.num_changes as usize).filter_map(|i| {
+                    // SAFETY: `num_changes` C strings.
+                    let name = unsafe { *change.config_names.add(i) };
+                    (!name.is_null()).then(|| unsafe { CStr::from_ptr(name) })
+                });
+                if names.into_iter().any(eviction::concerns) {
+                    eviction::check(ctx);
+                }
+            }
+            _ => {}
         }
     })
+}
+
+fn look_again_in(ctx: Ctx, db: Option<i32>) {
+    for QueueKey { db, name } in queues::keys(db) {
+        look_again(ctx, db, &name);
+    }
+}
+
+/// The node became a replica: it serves no locks now. The server answered
+/// the waiters it handles itself (Redis 7.0: UNBLOCKED and a closed
+/// connection; Valkey: a redirect); the rest are answered here, so that no
+/// waiter is left hanging whatever its client sent with CLIENT CAPA.
+fn demoted() {
+    server::set_primary(false);
+    let (waiters, jobs) = queues::drain();
+    for job in jobs {
+        scheduler::cancel(job);
+    }
+    for waiter in waiters {
+        if let Some(job) = waiter.timeout {
+            scheduler::cancel(job);
+        }
+        stats::DEMOTED.bump();
+        waiter.handle.fail(LockError::Unblocked);
+    }
+    // Ties are connection state on the primary: the lease is the safety net.
+    ties::clear();
+    for left in acks::drain() {
+        left.handle.fail(LockError::Unblocked);
+    }
 }

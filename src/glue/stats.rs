@@ -41,3 +41,11 @@ pub static TIMED_OUT: Counter = Counter::new();
 pub static DISCONNECTED: Counter = Counter::new();
 /// Grants whose client vanished before the reply: the hold was given back.
 pub static UNDELIVERED: Counter = Counter::new();
+/// Waiters answered UNBLOCKED because the node became a replica.
+pub static DEMOTED: Counter = Counter::new();
+/// Renewals of locks tied to their connection (KEEPALIVE).
+pub static KEEPALIVE_RENEWED: Counter = Counter::new();
+/// Tied locks released because their connection closed.
+pub static KEEPALIVE_RELEASED: Counter = Counter::new();
+/// Calls undone and answered NOREPLICAS after their REPLICAS time ran out.
+pub static NOREPLICAS: Counter = Counter::new();

@@ -6,7 +6,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use super::request::Command;
+use super::command::Command;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LockError {
@@ -30,6 +30,24 @@ pub enum LockError {
     NotLock,
     /// Re-entering would overflow the hold count (as HINCRBY would).
     HoldOverflow,
+    /// `REPLICAS n ms` with a bad n or ms.
+    BadReplicas(&'static str),
+    /// An option that cannot work where it was used (KEEPALIVE in a script,
+    /// REPLICAS inside MULTI/EXEC): the full message after `ERR `.
+    NotHere(&'static str),
+    /// The fencing-token counter holds something INCR would refuse.
+    TokenNotInteger,
+    /// The next fencing token would overflow.
+    TokenOverflow,
+    /// TOKEN on a key whose token counter hashes to another cluster slot.
+    TokenCrossSlot,
+    /// Fewer replicas than asked for acknowledged the call's writes in time
+    /// (or were connected at all); its effect was undone.
+    NoReplicas { wanted: i64, acked: i64 },
+    /// A LOCK.* write on a replica.
+    ReadOnly,
+    /// A waiter whose node stopped being a primary.
+    Unblocked,
     /// A bug inside the module, caught by the panic firewall.
     Internal(String),
 }
@@ -41,6 +59,10 @@ impl LockError {
             LockError::WrongType => "WRONGTYPE",
             LockError::NotOwner => "NOTOWNER",
             LockError::NotLock => "NOTLOCK",
+            LockError::TokenCrossSlot => "CROSSSLOT",
+            LockError::NoReplicas { .. } => "NOREPLICAS",
+            LockError::ReadOnly => "READONLY",
+            LockError::Unblocked => "UNBLOCKED",
             _ => "ERR",
         }
     }
@@ -66,6 +88,24 @@ impl LockError {
                 "NOTLOCK key holds a hash that is not a lock (one field with a positive integer hold count expected)",
             ),
             LockError::HoldOverflow => Cow::Borrowed("ERR hold count would overflow"),
+            LockError::BadReplicas(why) => Cow::Owned(format!("ERR invalid REPLICAS: {why}")),
+            LockError::NotHere(why) => Cow::Owned(format!("ERR {why}")),
+            LockError::TokenNotInteger => {
+                Cow::Borrowed("ERR the fencing-token counter is not an integer or out of range")
+            }
+            LockError::TokenOverflow => Cow::Borrowed("ERR the fencing token would overflow"),
+            LockError::TokenCrossSlot => Cow::Borrowed(
+                "CROSSSLOT the key's fencing-token counter (redisson_lock_token:...) hashes to another slot; give the key a hash tag",
+            ),
+            LockError::NoReplicas { wanted, acked } => Cow::Owned(format!(
+                "NOREPLICAS not enough replicas: {acked} of {wanted} acknowledged in time; the call had no effect"
+            )),
+            LockError::ReadOnly => {
+                Cow::Borrowed("READONLY You can't write against a read only replica.")
+            }
+            LockError::Unblocked => Cow::Borrowed(
+                "UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)",
+            ),
             LockError::Internal(what) => Cow::Owned(format!(
                 "ERR internal error in the lock module: {what} (details in the server log)"
             )),
@@ -99,6 +139,17 @@ mod tests {
             LockError::NotOwner,
             LockError::NotLock,
             LockError::HoldOverflow,
+            LockError::BadReplicas("x"),
+            LockError::NotHere("x"),
+            LockError::TokenNotInteger,
+            LockError::TokenOverflow,
+            LockError::TokenCrossSlot,
+            LockError::NoReplicas {
+                wanted: 2,
+                acked: 1,
+            },
+            LockError::ReadOnly,
+            LockError::Unblocked,
             LockError::Internal("x".into()),
         ];
         for e in all {

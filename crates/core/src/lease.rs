@@ -39,6 +39,13 @@ impl Lease {
         self.0
     }
 
+    /// How often the server renews a lease tied to a connection (KEEPALIVE):
+    /// every third of it, so a renewal that runs late (the event loop was
+    /// busy) still lands with two thirds of the lease to spare.
+    pub fn renew_every(self) -> Millis {
+        (self.0 / 3).max(1)
+    }
+
     /// The absolute deadline of a lease starting at `now`.
     pub fn deadline_from(self, now: Millis) -> LockResult<Millis> {
         now.checked_add(self.0)
@@ -56,6 +63,12 @@ mod tests {
         assert!(Lease::from_millis(-5).is_err());
         assert!(Lease::from_secs(0).is_err());
         assert_eq!(Lease::from_secs(3).unwrap().millis(), 3000);
+    }
+
+    #[test]
+    fn renewals_come_every_third() {
+        assert_eq!(Lease::WATCHDOG_DEFAULT.renew_every(), 10_000);
+        assert_eq!(Lease::from_millis(2).unwrap().renew_every(), 1);
     }
 
     #[test]

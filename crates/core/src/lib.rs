@@ -1,10 +1,12 @@
 //! hashlock's lock rules in plain Rust, a crate of their own so that nothing
-//! Redis can creep in. Requests are parsed (`request`), decided against a
+//! Redis can creep in. Every command is described once (`command`), its
+//! arguments parsed into a request (`request`), decided against a
 //! `LockStore` (`rules`), and the outcome tells the module what to reply and
-//! what follows (publish, hand-off). `memory` runs the same rules in memory
-//! for tests; `queue` is the FIFO wait-queue policy.
+//! what follows (publish, hand-off). Who gets a freed lock is `serve`, over
+//! the FIFO `queue`. `memory` runs the same rules in memory for tests.
 
 pub mod channel;
+pub mod command;
 pub mod error;
 pub mod lease;
 pub mod memory;
@@ -13,6 +15,8 @@ pub mod owner;
 pub mod queue;
 pub mod request;
 pub mod rules;
+pub mod serve;
+pub mod slot;
 pub mod store;
 
 #[cfg(test)]

@@ -4,13 +4,18 @@
 
 use std::collections::BTreeMap;
 
+use super::channel::token_key;
+use super::error::{LockError, LockResult};
 use super::lease::Millis;
+use super::number::parse_i64;
 use super::store::{LockStore, Shape};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Value {
     Hash(BTreeMap<Vec<u8>, Vec<u8>>),
-    /// Any non-hash value (a string, a list...).
+    /// A string (token counters).
+    Str(Vec<u8>),
+    /// Any other value (a list, a set...).
     Other,
 }
 
@@ -45,6 +50,15 @@ impl MemoryDb {
     /// The store for one key (expired keys vanish first, as on a primary;
     /// like Redis, a key expires once now > deadline).
     pub fn key(&mut self, key: &[u8]) -> MemoryLock<'_> {
+        self.expire(key);
+        self.expire(&token_key(key));
+        MemoryLock {
+            db: self,
+            key: key.to_vec(),
+        }
+    }
+
+    fn expire(&mut self, key: &[u8]) {
         let now = self.now;
         if self
             .entries
@@ -52,10 +66,6 @@ impl MemoryDb {
             .is_some_and(|e| e.deadline.is_some_and(|d| d < now))
         {
             self.entries.remove(key);
-        }
-        MemoryLock {
-            db: self,
-            key: key.to_vec(),
         }
     }
 
@@ -155,5 +165,28 @@ impl LockStore for MemoryLock<'_> {
 
     fn delete(&mut self) {
         self.db.entries.remove(&self.key);
+    }
+
+    fn token(&mut self) -> LockResult<i64> {
+        match self.db.entries.get(&token_key(&self.key)) {
+            None => Ok(0),
+            Some(Entry {
+                value: Value::Str(s),
+                ..
+            }) => parse_i64(s).ok_or(LockError::TokenNotInteger),
+            Some(_) => Err(LockError::WrongType),
+        }
+    }
+
+    fn set_token(&mut self, token: i64) {
+        let entry = self
+            .db
+            .entries
+            .entry(token_key(&self.key))
+            .or_insert(Entry {
+                value: Value::Other,
+                deadline: None,
+            });
+        entry.value = Value::Str(token.to_string().into_bytes());
     }
 }

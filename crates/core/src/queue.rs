@@ -49,6 +49,27 @@ impl<W> WaitQueue<W> {
         self.waiters.remove(&ticket.0)
     }
 
+    /// A waiter still in the queue, by its ticket.
+    pub fn get_mut(&mut self, ticket: Ticket) -> Option<&mut W> {
+        self.waiters.get_mut(&ticket.0)
+    }
+
+    /// Takes every waiter out (to serve them elsewhere), leaving an empty
+    /// queue that goes on numbering tickets where this one was, so whoever
+    /// joins meanwhile lines up behind them.
+    pub fn detach(&mut self) -> WaitQueue<W> {
+        WaitQueue {
+            next: self.next,
+            waiters: std::mem::take(&mut self.waiters),
+        }
+    }
+
+    /// Puts detached waiters back, in their places.
+    pub fn attach(&mut self, mut detached: WaitQueue<W>) {
+        self.waiters.append(&mut detached.waiters);
+        self.next = self.next.max(detached.next);
+    }
+
     pub fn front(&self) -> Option<&W> {
         self.waiters.first_key_value().map(|(_, w)| w)
     }
@@ -83,6 +104,22 @@ mod tests {
         let order: Vec<_> = std::iter::from_fn(|| q.pop_front().map(|(_, w)| w)).collect();
         assert_eq!(order, ["a", "c", "d"]);
         assert!(q.is_empty());
+    }
+
+    #[test]
+    fn detach_and_attach_keep_places() {
+        let mut q = WaitQueue::default();
+        q.push("a");
+        q.push("b");
+        let mut out = q.detach();
+        assert!(q.is_empty());
+        let late = q.push("late");
+        let (t, a) = out.pop_front().unwrap();
+        out.restore(t, a);
+        q.attach(out);
+        assert_eq!(q.get_mut(late), Some(&mut "late"));
+        let order: Vec<_> = std::iter::from_fn(|| q.pop_front().map(|(_, w)| w)).collect();
+        assert_eq!(order, ["a", "b", "late"]);
     }
 
     #[derive(Debug, Clone)]

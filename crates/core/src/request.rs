@@ -2,43 +2,16 @@
 //! reads as bytes (`&[u8]` in tests, Redis strings in the glue), and requests
 //! borrow them, so the hot path copies nothing.
 //!
+//! Which options a command takes comes from the command table (`command`).
 //! Options are case-insensitive and may come in any order; a repeated,
 //! conflicting, unknown or value-less option is a syntax error.
 
+pub use super::command::Command;
+use super::command::Opt;
 use super::error::{LockError, LockResult};
 use super::lease::{Lease, Millis, NOT_POSITIVE};
 use super::number::parse_i64;
 use super::owner;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Command {
-    Acquire,
-    Release,
-    Renew,
-    Info,
-    ForceRelease,
-}
-
-impl Command {
-    pub fn name(self) -> &'static str {
-        match self {
-            Command::Acquire => "lock.acquire",
-            Command::Release => "lock.release",
-            Command::Renew => "lock.renew",
-            Command::Info => "lock.info",
-            Command::ForceRelease => "lock.forcerelease",
-        }
-    }
-
-    /// Redis arity, command name included (negative: at least that many).
-    pub fn arity(self) -> i32 {
-        match self {
-            Command::Acquire | Command::Renew => -3,
-            Command::Release => 3,
-            Command::Info | Command::ForceRelease => 2,
-        }
-    }
-}
 
 /// Who asks for the lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,12 +27,30 @@ pub struct Block {
     pub timeout_ms: Option<Millis>,
 }
 
+/// `REPLICAS n ms`: reply once `count` replicas acknowledged the call's
+/// writes, or undo them after `timeout_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Replicas {
+    pub count: i64,
+    pub timeout_ms: Millis,
+}
+
+impl Replicas {
+    /// No waiting at all (`REPLICAS 0 ms`, or the default config).
+    pub fn is_none(self) -> bool {
+        self.count == 0
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AcquireRequest<'a, A> {
     pub key: &'a A,
     pub owner: OwnerSpec<'a, A>,
     pub lease: Option<Lease>,
     pub block: Option<Block>,
+    pub keepalive: bool,
+    pub token: bool,
+    pub replicas: Option<Replicas>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,6 +64,8 @@ pub struct RenewRequest<'a, A> {
     pub key: &'a A,
     pub owner: &'a A,
     pub lease: Option<Lease>,
+    pub keepalive: bool,
+    pub replicas: Option<Replicas>,
 }
 
 /// LOCK.INFO and LOCK.FORCERELEASE take only the key.
@@ -93,12 +86,15 @@ pub fn parse_acquire<A: AsRef<[u8]>>(args: &[A]) -> LockResult<AcquireRequest<'_
     } else {
         OwnerSpec::Given(owner_arg)
     };
-    let options = parse_options(options, true)?;
+    let o = parse_options(Command::Acquire, options)?;
     Ok(AcquireRequest {
         key,
         owner,
-        lease: options.lease,
-        block: options.block,
+        lease: o.lease,
+        block: o.block,
+        keepalive: o.keepalive,
+        token: o.token,
+        replicas: o.replicas,
     })
 }
 
@@ -115,11 +111,13 @@ pub fn parse_renew<A: AsRef<[u8]>>(args: &[A]) -> LockResult<RenewRequest<'_, A>
         return Err(LockError::Arity(Command::Renew));
     };
     owner::validate(owner.as_ref())?;
-    let options = parse_options(options, false)?;
+    let o = parse_options(Command::Renew, options)?;
     Ok(RenewRequest {
         key,
         owner,
-        lease: options.lease,
+        lease: o.lease,
+        keepalive: o.keepalive,
+        replicas: o.replicas,
     })
 }
 
@@ -134,44 +132,90 @@ pub fn parse_key<A: AsRef<[u8]>>(command: Command, args: &[A]) -> LockResult<Key
 struct Options {
     lease: Option<Lease>,
     block: Option<Block>,
+    keepalive: bool,
+    token: bool,
+    replicas: Option<Replicas>,
 }
 
-fn parse_options<A: AsRef<[u8]>>(mut rest: &[A], allow_block: bool) -> LockResult<Options> {
-    let mut options = Options::default();
+/// Which option a word names, if the command takes it.
+fn option_named(command: Command, word: &[u8]) -> Option<Opt> {
+    let is = |w: &str| word.eq_ignore_ascii_case(w.as_bytes());
+    let opt = if is("PX") || is("EX") {
+        Opt::Lease
+    } else if is("BLOCK") {
+        Opt::Block
+    } else if is("KEEPALIVE") {
+        Opt::KeepAlive
+    } else if is("TOKEN") {
+        Opt::Token
+    } else if is("REPLICAS") {
+        Opt::Replicas
+    } else {
+        return None;
+    };
+    command.spec().options.contains(&opt).then_some(opt)
+}
+
+fn parse_options<A: AsRef<[u8]>>(command: Command, mut rest: &[A]) -> LockResult<Options> {
+    let mut o = Options::default();
     while let [name, tail @ ..] = rest {
         let name = name.as_ref();
-        let is = |word: &str| name.eq_ignore_ascii_case(word.as_bytes());
-        let (px, ex, block) = (is("PX"), is("EX"), allow_block && is("BLOCK"));
-        if !(px || ex || block) {
-            return Err(LockError::Syntax(if allow_block {
-                "unknown option, expected PX ms, EX s or BLOCK ms"
+        let Some(opt) = option_named(command, name) else {
+            return Err(LockError::Syntax(if command.spec().options.is_empty() {
+                "this command takes no options"
             } else {
-                "unknown option, expected PX ms or EX s"
+                command.spec().expected
             }));
-        }
-        let [value, tail @ ..] = tail else {
-            return Err(LockError::Syntax("option without a value"));
         };
-        let value = value.as_ref();
-        if block {
-            if options.block.is_some() {
-                return Err(LockError::Syntax("BLOCK given more than once"));
+        rest = match opt {
+            Opt::KeepAlive => {
+                if std::mem::replace(&mut o.keepalive, true) {
+                    return Err(LockError::Syntax("KEEPALIVE given more than once"));
+                }
+                tail
             }
-            options.block = Some(parse_block(value)?);
-        } else {
-            if options.lease.is_some() {
-                return Err(LockError::Syntax("give one lease: PX ms or EX s, once"));
+            Opt::Token => {
+                if std::mem::replace(&mut o.token, true) {
+                    return Err(LockError::Syntax("TOKEN given more than once"));
+                }
+                tail
             }
-            let n = parse_i64(value).ok_or(NOT_POSITIVE)?;
-            options.lease = Some(if px {
-                Lease::from_millis(n)?
-            } else {
-                Lease::from_secs(n)?
-            });
-        }
-        rest = tail;
+            Opt::Replicas => {
+                let [count, ms, tail @ ..] = tail else {
+                    return Err(LockError::Syntax("REPLICAS takes two values: n ms"));
+                };
+                if o.replicas.is_some() {
+                    return Err(LockError::Syntax("REPLICAS given more than once"));
+                }
+                o.replicas = Some(parse_replicas(count.as_ref(), ms.as_ref())?);
+                tail
+            }
+            Opt::Lease | Opt::Block => {
+                let [value, tail @ ..] = tail else {
+                    return Err(LockError::Syntax("option without a value"));
+                };
+                let value = value.as_ref();
+                if opt == Opt::Block {
+                    if o.block.is_some() {
+                        return Err(LockError::Syntax("BLOCK given more than once"));
+                    }
+                    o.block = Some(parse_block(value)?);
+                } else {
+                    if o.lease.is_some() {
+                        return Err(LockError::Syntax("give one lease: PX ms or EX s, once"));
+                    }
+                    let n = parse_i64(value).ok_or(NOT_POSITIVE)?;
+                    o.lease = Some(if name.eq_ignore_ascii_case(b"PX") {
+                        Lease::from_millis(n)?
+                    } else {
+                        Lease::from_secs(n)?
+                    });
+                }
+                tail
+            }
+        };
     }
-    Ok(options)
+    Ok(o)
 }
 
 fn parse_block(value: &[u8]) -> LockResult<Block> {
@@ -185,6 +229,25 @@ fn parse_block(value: &[u8]) -> LockResult<Block> {
     }
 }
 
+/// Most replicas a call can wait for: more than any real deployment has.
+pub const MAX_REPLICAS: i64 = 1_000_000;
+
+fn parse_replicas(count: &[u8], ms: &[u8]) -> LockResult<Replicas> {
+    let count = match parse_i64(count) {
+        Some(n) if (0..=MAX_REPLICAS).contains(&n) => n,
+        _ => {
+            return Err(LockError::BadReplicas(
+                "n must be an integer from 0 to 1000000",
+            ));
+        }
+    };
+    let timeout_ms = match parse_i64(ms) {
+        Some(n) if n > 0 => n,
+        _ => return Err(LockError::BadReplicas("ms must be a positive integer")),
+    };
+    Ok(Replicas { count, timeout_ms })
+}
+
 impl Block {
     /// Refuses a timeout whose absolute end would overflow the clock.
     pub fn check(self, now: Millis) -> LockResult<Block> {
@@ -193,6 +256,16 @@ impl Block {
                 Err(LockError::BadTimeout("timeout is out of range"))
             }
             _ => Ok(self),
+        }
+    }
+}
+
+impl Replicas {
+    /// Refuses a timeout whose absolute end would overflow the clock.
+    pub fn check(self, now: Millis) -> LockResult<Replicas> {
+        match now.checked_add(self.timeout_ms) {
+            Some(_) => Ok(self),
+            None => Err(LockError::BadReplicas("ms is out of range")),
         }
     }
 }
@@ -254,7 +327,9 @@ mod tests {
             ),
             (
                 "k o NX",
-                LockError::Syntax("unknown option, expected PX ms, EX s or BLOCK ms"),
+                LockError::Syntax(
+                    "unknown option, expected PX ms, EX s, BLOCK ms, KEEPALIVE, TOKEN or REPLICAS n ms",
+                ),
             ),
             (
                 "k o PX 0",
@@ -312,12 +387,90 @@ mod tests {
         );
         assert_eq!(
             parse_renew(&args("k o BLOCK 5")).err(),
-            Some(LockError::Syntax("unknown option, expected PX ms or EX s"))
+            Some(LockError::Syntax(
+                "unknown option, expected PX ms, EX s, KEEPALIVE or REPLICAS n ms"
+            ))
         );
         assert!(parse_key(Command::Info, &args("k")).is_ok());
         assert_eq!(
             parse_key(Command::ForceRelease, &args("k j")).err(),
             Some(LockError::Arity(Command::ForceRelease))
+        );
+    }
+
+    #[test]
+    fn keepalive_token_replicas() {
+        let a = args("k o keepalive TOKEN replicas 2 150 px 10");
+        let r = parse_acquire(&a).unwrap();
+        assert!(r.keepalive && r.token);
+        assert_eq!(
+            r.replicas,
+            Some(Replicas {
+                count: 2,
+                timeout_ms: 150
+            })
+        );
+        let a = args("k o");
+        let r = parse_acquire(&a).unwrap();
+        assert!(!r.keepalive && !r.token && r.replicas.is_none());
+        let a = args("k o KeepAlive REPLICAS 0 1");
+        let r = parse_renew(&a).unwrap();
+        assert!(r.keepalive);
+        assert!(r.replicas.unwrap().is_none());
+        let cases = [
+            (
+                "k o KEEPALIVE KEEPALIVE",
+                LockError::Syntax("KEEPALIVE given more than once"),
+            ),
+            (
+                "k o TOKEN token",
+                LockError::Syntax("TOKEN given more than once"),
+            ),
+            (
+                "k o REPLICAS 1",
+                LockError::Syntax("REPLICAS takes two values: n ms"),
+            ),
+            (
+                "k o REPLICAS 1 10 REPLICAS 1 10",
+                LockError::Syntax("REPLICAS given more than once"),
+            ),
+            (
+                "k o REPLICAS -1 10",
+                LockError::BadReplicas("n must be an integer from 0 to 1000000"),
+            ),
+            (
+                "k o REPLICAS x 10",
+                LockError::BadReplicas("n must be an integer from 0 to 1000000"),
+            ),
+            (
+                "k o REPLICAS 1 0",
+                LockError::BadReplicas("ms must be a positive integer"),
+            ),
+            (
+                "k o REPLICAS 1 -5",
+                LockError::BadReplicas("ms must be a positive integer"),
+            ),
+        ];
+        for (input, want) in cases {
+            assert_eq!(parse_acquire(&args(input)).err(), Some(want), "{input}");
+        }
+        // RENEW takes no TOKEN or BLOCK.
+        for input in ["k o TOKEN", "k o BLOCK 1"] {
+            assert_eq!(
+                parse_renew(&args(input)).err(),
+                Some(LockError::Syntax(
+                    "unknown option, expected PX ms, EX s, KEEPALIVE or REPLICAS n ms"
+                )),
+                "{input}"
+            );
+        }
+        assert!(
+            Replicas {
+                count: 1,
+                timeout_ms: i64::MAX
+            }
+            .check(1)
+            .is_err()
         );
     }
 
@@ -336,6 +489,9 @@ mod tests {
             Just(b"PX".to_vec()),
             Just(b"ex".to_vec()),
             Just(b"Block".to_vec()),
+            Just(b"KEEPALIVE".to_vec()),
+            Just(b"token".to_vec()),
+            Just(b"Replicas".to_vec()),
             Just(b"*".to_vec()),
             "-?[0-9]{1,21}".prop_map(|s| s.into_bytes()),
             proptest::collection::vec(any::<u8>(), 0..1100),
@@ -348,13 +504,21 @@ mod tests {
         #[test]
         fn parsing_never_panics(input in proptest::collection::vec(word(), 0..8)) {
             if let Ok(r) = parse_acquire(&input) {
-                prop_assert!(input.len() >= 2 && input.len() % 2 == 0);
+                let words = 2 + 2 * usize::from(r.lease.is_some())
+                    + 2 * usize::from(r.block.is_some())
+                    + usize::from(r.keepalive)
+                    + usize::from(r.token)
+                    + 3 * usize::from(r.replicas.is_some());
+                prop_assert_eq!(input.len(), words);
                 prop_assert!(!input[1].is_empty() && input[1].len() <= 1024);
                 if let Some(lease) = r.lease { prop_assert!(lease.millis() > 0); }
                 if let Some(Block { timeout_ms: Some(ms) }) = r.block { prop_assert!(ms > 0); }
             }
-            if parse_renew(&input).is_ok() {
-                prop_assert!(input.len() == 2 || input.len() == 4);
+            if let Ok(r) = parse_renew(&input) {
+                let words = 2 + 2 * usize::from(r.lease.is_some())
+                    + usize::from(r.keepalive)
+                    + 3 * usize::from(r.replicas.is_some());
+                prop_assert_eq!(input.len(), words);
             }
             if parse_release(&input).is_ok() {
                 prop_assert_eq!(input.len(), 2);

@@ -27,14 +27,49 @@ pub struct Holder {
     pub holds: i64,
     /// Milliseconds left; `None`: no expiry.
     pub ttl: Option<Millis>,
+    /// The last fencing token issued for the key (0: none, or unreadable).
+    pub token: i64,
+}
+
+/// What one owner asks for: the lock, for a lease, perhaps with a token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Claim<'a, N: ?Sized> {
+    pub owner: &'a N,
+    pub lease: Lease,
+    /// Issue a fencing token with the grant.
+    pub token: bool,
+}
+
+impl<'a, N: ?Sized> Claim<'a, N> {
+    pub fn new(owner: &'a N, lease: Lease) -> Claim<'a, N> {
+        Claim {
+            owner,
+            lease,
+            token: false,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Acquired {
-    /// Taken or re-entered; the hold count after this call.
-    Granted { holds: i64 },
+    /// Taken or re-entered: the hold count after this call, and the fencing
+    /// token issued with it (if one was asked for).
+    Granted { holds: i64, token: Option<i64> },
     /// Held by another owner, or free but promised to queued waiters.
     Busy,
+}
+
+/// Tokens never fall below the server clock in ms times this: far above
+/// any plain counter, and above every token issued before a failover that
+/// took longer than the servers' clocks differ (a lock is acquired at most a
+/// few hundred times a millisecond, so the counter never outruns it).
+pub const TOKEN_FLOOR_PER_MS: i64 = 1000;
+
+/// The token that follows `current` at `now`: strictly above it, and never
+/// below the clock floor.
+pub fn next_token(current: i64, now: Millis) -> LockResult<i64> {
+    let next = current.checked_add(1).ok_or(LockError::TokenOverflow)?;
+    Ok(next.max(now.saturating_mul(TOKEN_FLOOR_PER_MS)))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,13 +90,12 @@ pub fn holding<S: LockStore>(lock: &mut S, owner: &S::Name) -> LockResult<Holdin
         only_holder(lock)?;
         return Ok(Holding::Theirs);
     };
-    let holds = parse_positive(value.as_ref()).ok_or(LockError::NotLock)?;
-    // A field literally named `*` can be written by hand, but `*` never
-    // holds a lock.
-    if owner::is_reserved(owner.as_ref()) {
-        return Ok(Holding::Theirs);
-    }
-    Ok(Holding::Mine { holds })
+    parse_positive(value.as_ref())
+        .filter(|_| !owner::is_reserved(owner.as_ref()))
+        .map(|holds| Holding::Mine { holds })
+        // A field literally named `*` can be written by hand, but `*` never
+        // holds a lock: such a hash is not a lock at all.
+        .ok_or(LockError::NotLock)
 }
 
 /// Whether the key can hold a lock: `false` when there is no key, WRONGTYPE
@@ -76,10 +110,13 @@ fn lock_shaped<S: LockStore>(lock: &mut S) -> LockResult<bool> {
 }
 
 /// The owner and hold count of a one-field hash; NOTLOCK unless the count is
-/// a positive integer.
+/// a positive integer and the owner is not `*`.
 fn only_holder<S: LockStore>(lock: &mut S) -> LockResult<(Vec<u8>, i64)> {
     let (owner, value) = lock.only_entry().ok_or(LockError::NotLock)?;
     let holds = parse_positive(&value).ok_or(LockError::NotLock)?;
+    if owner::is_reserved(&owner) {
+        return Err(LockError::NotLock);
+    }
     Ok((owner, holds))
 }
 
@@ -87,19 +124,26 @@ fn only_holder<S: LockStore>(lock: &mut S) -> LockResult<(Vec<u8>, i64)> {
 /// so a free lock is theirs, not a newcomer's.
 pub fn acquire<S: LockStore>(
     lock: &mut S,
-    owner: &S::Name,
-    lease: Lease,
+    claim: &Claim<'_, S::Name>,
     queued: bool,
 ) -> LockResult<Acquired> {
-    let deadline = lease.deadline_from(lock.now())?;
-    let holds = match holding(lock, owner)? {
+    let deadline = claim.lease.deadline_from(lock.now())?;
+    let holds = match holding(lock, claim.owner)? {
         Holding::Mine { holds } => holds.checked_add(1).ok_or(LockError::HoldOverflow)?,
         Holding::Free if !queued => 1,
         Holding::Free | Holding::Theirs => return Ok(Acquired::Busy),
     };
-    lock.set_holds(owner, holds);
+    // Read (and check) the counter before the first write.
+    let token = match claim.token {
+        true => Some(next_token(lock.token()?, lock.now())?),
+        false => None,
+    };
+    lock.set_holds(claim.owner, holds);
     lock.set_deadline(deadline);
-    Ok(Acquired::Granted { holds })
+    if let Some(token) = token {
+        lock.set_token(token);
+    }
+    Ok(Acquired::Granted { holds, token })
 }
 
 /// LOCK.RELEASE: drops one hold; the lease is left as it is until the last.
@@ -146,5 +190,52 @@ pub fn info<S: LockStore>(lock: &mut S) -> LockResult<Option<Holder>> {
     }
     let (owner, holds) = only_holder(lock)?;
     let ttl = lock.ttl();
-    Ok(Some(Holder { owner, holds, ttl }))
+    // A counter someone broke does not make the lock unreadable.
+    let token = lock.token().unwrap_or(0);
+    Ok(Some(Holder {
+        owner,
+        holds,
+        ttl,
+        token,
+    }))
+}
+
+/// Takes back one hold `owner` was given but must not keep: a grant whose
+/// client vanished before its reply, or a grant or re-entry the replicas did
+/// not acknowledge in time. `None` if `owner` no longer holds the lock (its
+/// lease ran out, or someone removed it): there is nothing to give back.
+pub fn take_back<S: LockStore>(lock: &mut S, owner: &S::Name) -> LockResult<Option<Released>> {
+    match release(lock, owner) {
+        Ok(released) => Ok(Some(released)),
+        Err(LockError::NotOwner) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Puts back the deadline a renewal replaced (the replicas did not
+/// acknowledge it), if `owner` still holds the lock.
+pub fn restore_deadline<S: LockStore>(
+    lock: &mut S,
+    owner: &S::Name,
+    deadline: Millis,
+) -> LockResult<bool> {
+    match holding(lock, owner)? {
+        Holding::Mine { .. } => {
+            lock.set_deadline(deadline);
+            Ok(true)
+        }
+        Holding::Free | Holding::Theirs => Ok(false),
+    }
+}
+
+/// Every hold of `owner`, dropped at once (its tied connection closed).
+/// `true` if it held the lock, which is now free.
+pub fn release_all<S: LockStore>(lock: &mut S, owner: &S::Name) -> LockResult<bool> {
+    match holding(lock, owner)? {
+        Holding::Mine { .. } => {
+            lock.delete();
+            Ok(true)
+        }
+        Holding::Free | Holding::Theirs => Ok(false),
+    }
 }

@@ -3,6 +3,7 @@
 //! API (and replicates each write as it makes it); `memory` implements it in
 //! plain Rust for unit and property tests.
 
+use super::error::LockResult;
 use super::lease::Millis;
 
 /// What a key holds, before the lock rules look inside.
@@ -39,4 +40,11 @@ pub trait LockStore {
     fn set_deadline(&mut self, deadline: Millis);
     /// DEL.
     fn delete(&mut self);
+
+    /// The lock's fencing-token counter (RFencedLock's
+    /// `redisson_lock_token:{key}`, a string holding an integer): 0 when it
+    /// does not exist; WRONGTYPE or an error when INCR would refuse it.
+    fn token(&mut self) -> LockResult<i64>;
+    /// Sets the counter (keeps any expiry someone gave it).
+    fn set_token(&mut self, token: i64);
 }

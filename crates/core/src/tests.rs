@@ -7,9 +7,20 @@ use proptest::prelude::*;
 use super::error::LockError;
 use super::lease::Lease;
 use super::memory::{MemoryDb, Value};
-use super::rules::{self, Acquired, Holder, Released};
+use super::rules::{self, Acquired, Claim, Holder, Released};
+use super::store::LockStore;
 
 const K: &[u8] = b"k";
+
+/// ACQUIRE without a token.
+fn acquire<S: LockStore<Name = [u8]>>(
+    lock: &mut S,
+    owner: &[u8],
+    lease: Lease,
+    queued: bool,
+) -> Result<Acquired, LockError> {
+    rules::acquire(lock, &Claim::new(owner, lease), queued)
+}
 
 fn px(ms: i64) -> Lease {
     Lease::from_millis(ms).unwrap()
@@ -27,8 +38,14 @@ fn hash(fields: &[(&[u8], &[u8])]) -> Value {
 #[test]
 fn fresh_acquire_writes_redisson_layout() {
     let mut db = MemoryDb::new(1_000);
-    let r = rules::acquire(&mut db.key(K), b"a", px(500), false).unwrap();
-    assert_eq!(r, Acquired::Granted { holds: 1 });
+    let r = acquire(&mut db.key(K), b"a", px(500), false).unwrap();
+    assert_eq!(
+        r,
+        Acquired::Granted {
+            holds: 1,
+            token: None
+        }
+    );
     assert_eq!(db.value(K), Some(&hash(&[(b"a", b"1")])));
     assert_eq!(db.deadline(K), Some(1_500));
 }
@@ -36,23 +53,35 @@ fn fresh_acquire_writes_redisson_layout() {
 #[test]
 fn reentry_counts_and_resets_the_lease() {
     let mut db = MemoryDb::new(0);
-    rules::acquire(&mut db.key(K), b"a", px(100), false).unwrap();
+    acquire(&mut db.key(K), b"a", px(100), false).unwrap();
     db.advance(50);
-    let r = rules::acquire(&mut db.key(K), b"a", px(300), false).unwrap();
-    assert_eq!(r, Acquired::Granted { holds: 2 });
+    let r = acquire(&mut db.key(K), b"a", px(300), false).unwrap();
+    assert_eq!(
+        r,
+        Acquired::Granted {
+            holds: 2,
+            token: None
+        }
+    );
     assert_eq!(db.deadline(K), Some(350));
     // The holder re-enters even while others are queued.
-    let r = rules::acquire(&mut db.key(K), b"a", px(300), true).unwrap();
-    assert_eq!(r, Acquired::Granted { holds: 3 });
+    let r = acquire(&mut db.key(K), b"a", px(300), true).unwrap();
+    assert_eq!(
+        r,
+        Acquired::Granted {
+            holds: 3,
+            token: None
+        }
+    );
 }
 
 #[test]
 fn another_owner_is_busy_and_changes_nothing() {
     let mut db = MemoryDb::new(0);
-    rules::acquire(&mut db.key(K), b"a", px(100), false).unwrap();
+    acquire(&mut db.key(K), b"a", px(100), false).unwrap();
     let before = db.clone();
     assert_eq!(
-        rules::acquire(&mut db.key(K), b"b", px(100), false),
+        acquire(&mut db.key(K), b"b", px(100), false),
         Ok(Acquired::Busy)
     );
     assert_eq!(db.value(K), before.value(K));
@@ -63,7 +92,7 @@ fn another_owner_is_busy_and_changes_nothing() {
 fn a_queue_keeps_a_free_lock_from_newcomers() {
     let mut db = MemoryDb::new(0);
     assert_eq!(
-        rules::acquire(&mut db.key(K), b"b", px(100), true),
+        acquire(&mut db.key(K), b"b", px(100), true),
         Ok(Acquired::Busy)
     );
     assert_eq!(db.value(K), None);
@@ -73,7 +102,7 @@ fn a_queue_keeps_a_free_lock_from_newcomers() {
 fn release_counts_down_keeping_the_lease_then_frees() {
     let mut db = MemoryDb::new(0);
     for _ in 0..2 {
-        rules::acquire(&mut db.key(K), b"a", px(100), false).unwrap();
+        acquire(&mut db.key(K), b"a", px(100), false).unwrap();
     }
     db.advance(10);
     assert_eq!(
@@ -92,7 +121,7 @@ fn release_counts_down_keeping_the_lease_then_frees() {
 #[test]
 fn release_by_a_stranger_or_after_expiry_is_notowner() {
     let mut db = MemoryDb::new(0);
-    rules::acquire(&mut db.key(K), b"a", px(100), false).unwrap();
+    acquire(&mut db.key(K), b"a", px(100), false).unwrap();
     assert_eq!(
         rules::release(&mut db.key(K), b"b"),
         Err(LockError::NotOwner)
@@ -108,7 +137,7 @@ fn release_by_a_stranger_or_after_expiry_is_notowner() {
 fn renew_only_for_the_holder() {
     let mut db = MemoryDb::new(0);
     assert_eq!(rules::renew(&mut db.key(K), b"a", px(100)), Ok(false));
-    rules::acquire(&mut db.key(K), b"a", px(100), false).unwrap();
+    acquire(&mut db.key(K), b"a", px(100), false).unwrap();
     db.advance(60);
     assert_eq!(rules::renew(&mut db.key(K), b"a", px(100)), Ok(true));
     assert_eq!(db.deadline(K), Some(160));
@@ -118,17 +147,140 @@ fn renew_only_for_the_holder() {
 
 #[test]
 fn the_reserved_owner_never_holds() {
+    // A hash whose only field is `*` is not a lock, for every command.
     let mut db = MemoryDb::new(0);
     db.put(K, hash(&[(b"*", b"1")]), None);
+    let before = db.clone();
+    for owner in [&b"*"[..], b"a"] {
+        assert_eq!(
+            rules::release(&mut db.key(K), owner),
+            Err(LockError::NotLock)
+        );
+        assert_eq!(
+            rules::renew(&mut db.key(K), owner, px(5)),
+            Err(LockError::NotLock)
+        );
+        assert_eq!(
+            acquire(&mut db.key(K), owner, px(5), false),
+            Err(LockError::NotLock)
+        );
+    }
+    assert_eq!(rules::info(&mut db.key(K)), Err(LockError::NotLock));
+    assert_eq!(
+        rules::force_release(&mut db.key(K)),
+        Err(LockError::NotLock)
+    );
+    assert_eq!(db.value(K), before.value(K));
+    // With no such field, `*` simply finds no holder.
+    let mut db = MemoryDb::new(0);
+    acquire(&mut db.key(K), b"a", px(100), false).unwrap();
     assert_eq!(
         rules::release(&mut db.key(K), b"*"),
         Err(LockError::NotOwner)
     );
     assert_eq!(rules::renew(&mut db.key(K), b"*", px(5)), Ok(false));
+}
+
+#[test]
+fn tokens_grow_from_the_counter_and_the_clock() {
+    let mut db = MemoryDb::new(5);
+    let claim = |owner: &'static [u8]| Claim {
+        owner,
+        lease: px(100),
+        token: true,
+    };
+    // No counter yet: the clock floor.
+    let r = rules::acquire(&mut db.key(K), &claim(b"a"), false).unwrap();
     assert_eq!(
-        rules::acquire(&mut db.key(K), b"*", px(5), false),
+        r,
+        Acquired::Granted {
+            holds: 1,
+            token: Some(5_000)
+        }
+    );
+    // Re-entry in the same millisecond: counter + 1.
+    let r = rules::acquire(&mut db.key(K), &claim(b"a"), false).unwrap();
+    assert_eq!(
+        r,
+        Acquired::Granted {
+            holds: 2,
+            token: Some(5_001)
+        }
+    );
+    assert_eq!(rules::info(&mut db.key(K)).unwrap().unwrap().token, 5_001);
+    // Someone else's increments (RFencedLock) far ahead: + 1.
+    db.put(
+        b"redisson_lock_token:{k}",
+        Value::Str(b"9000000".to_vec()),
+        None,
+    );
+    let r = rules::acquire(&mut db.key(K), &claim(b"a"), false).unwrap();
+    assert_eq!(
+        r,
+        Acquired::Granted {
+            holds: 3,
+            token: Some(9_000_001)
+        }
+    );
+    // Busy and errors leave the counter alone; so does a call without TOKEN.
+    assert_eq!(
+        rules::acquire(&mut db.key(K), &claim(b"b"), false),
         Ok(Acquired::Busy)
     );
+    acquire(&mut db.key(K), b"a", px(100), false).unwrap();
+    assert_eq!(db.key(K).token(), Ok(9_000_001));
+    // A counter INCR would refuse: an error, and nothing written.
+    db.put(b"redisson_lock_token:{k}", Value::Str(b"x".to_vec()), None);
+    let before = db.clone();
+    assert_eq!(
+        rules::acquire(&mut db.key(K), &claim(b"a"), false),
+        Err(LockError::TokenNotInteger)
+    );
+    db.put(b"redisson_lock_token:{k}", Value::Other, None);
+    assert_eq!(
+        rules::acquire(&mut db.key(K), &claim(b"a"), false),
+        Err(LockError::WrongType)
+    );
+    assert_eq!(db.value(K), before.value(K));
+    assert_eq!(db.deadline(K), before.deadline(K));
+    assert_eq!(rules::info(&mut db.key(K)).unwrap().unwrap().token, 0);
+    // Overflow is refused, never wraps.
+    db.put(
+        b"redisson_lock_token:{k}",
+        Value::Str(i64::MAX.to_string().into_bytes()),
+        None,
+    );
+    assert_eq!(
+        rules::acquire(&mut db.key(K), &claim(b"a"), false),
+        Err(LockError::TokenOverflow)
+    );
+    assert_eq!(rules::next_token(3, 2), Ok(2_000));
+    assert_eq!(rules::next_token(2_000, 2), Ok(2_001));
+}
+
+#[test]
+fn taking_back_and_restoring() {
+    let mut db = MemoryDb::new(0);
+    acquire(&mut db.key(K), b"a", px(100), false).unwrap();
+    acquire(&mut db.key(K), b"a", px(100), false).unwrap();
+    assert_eq!(
+        rules::take_back(&mut db.key(K), b"a"),
+        Ok(Some(Released::Held { holds: 1 }))
+    );
+    assert_eq!(rules::restore_deadline(&mut db.key(K), b"a", 42), Ok(true));
+    assert_eq!(db.deadline(K), Some(42));
+    assert_eq!(rules::restore_deadline(&mut db.key(K), b"b", 7), Ok(false));
+    assert_eq!(rules::take_back(&mut db.key(K), b"b"), Ok(None));
+    assert_eq!(
+        rules::take_back(&mut db.key(K), b"a"),
+        Ok(Some(Released::Freed))
+    );
+    assert_eq!(rules::take_back(&mut db.key(K), b"a"), Ok(None));
+    acquire(&mut db.key(K), b"a", px(100), false).unwrap();
+    acquire(&mut db.key(K), b"a", px(100), false).unwrap();
+    assert_eq!(rules::release_all(&mut db.key(K), b"b"), Ok(false));
+    assert_eq!(rules::release_all(&mut db.key(K), b"a"), Ok(true));
+    assert_eq!(db.value(K), None);
 }
 
 #[test]
@@ -136,15 +288,16 @@ fn force_release_and_info() {
     let mut db = MemoryDb::new(0);
     assert_eq!(rules::info(&mut db.key(K)), Ok(None));
     assert_eq!(rules::force_release(&mut db.key(K)), Ok(false));
-    rules::acquire(&mut db.key(K), b"a\0b", px(100), false).unwrap();
-    rules::acquire(&mut db.key(K), b"a\0b", px(100), false).unwrap();
+    acquire(&mut db.key(K), b"a\0b", px(100), false).unwrap();
+    acquire(&mut db.key(K), b"a\0b", px(100), false).unwrap();
     db.advance(30);
     assert_eq!(
         rules::info(&mut db.key(K)),
         Ok(Some(Holder {
             owner: b"a\0b".to_vec(),
             holds: 2,
-            ttl: Some(70)
+            ttl: Some(70),
+            token: 0
         }))
     );
     assert_eq!(rules::force_release(&mut db.key(K)), Ok(true));
@@ -156,7 +309,7 @@ fn a_lease_lasts_through_its_deadline_millisecond() {
     // Redis expires a key once now > deadline; the store does the same, so a
     // holder keeps the lock for the whole last millisecond of its lease.
     let mut db = MemoryDb::new(0);
-    rules::acquire(&mut db.key(K), b"a", px(100), false).unwrap();
+    acquire(&mut db.key(K), b"a", px(100), false).unwrap();
     db.advance(100);
     assert_eq!(rules::renew(&mut db.key(K), b"a", px(5)), Ok(true));
     db.advance(6);
@@ -176,7 +329,7 @@ fn hold_count_overflow_is_refused_and_changes_nothing() {
     let max = i64::MAX.to_string();
     db.put(K, hash(&[(b"a", max.as_bytes())]), Some(77));
     assert_eq!(
-        rules::acquire(&mut db.key(K), b"a", px(100), false),
+        acquire(&mut db.key(K), b"a", px(100), false),
         Err(LockError::HoldOverflow)
     );
     assert_eq!(db.deadline(K), Some(77));
@@ -185,7 +338,7 @@ fn hold_count_overflow_is_refused_and_changes_nothing() {
 #[test]
 fn lease_overflow_is_refused_before_any_change() {
     let mut db = MemoryDb::new(10);
-    let r = rules::acquire(&mut db.key(K), b"a", px(i64::MAX), false);
+    let r = acquire(&mut db.key(K), b"a", px(i64::MAX), false);
     assert!(matches!(r, Err(LockError::BadLease(_))));
     assert_eq!(db.value(K), None);
 }
@@ -208,7 +361,7 @@ fn wrongtype_and_notlock_everywhere() {
             db.put(K, value.clone(), Some(1000));
             let before = db.value(K).cloned();
             let results = [
-                rules::acquire(&mut db.key(K), who, px(5), false).map(|_| ()),
+                acquire(&mut db.key(K), who, px(5), false).map(|_| ()),
                 rules::release(&mut db.key(K), who).map(|_| ()),
                 rules::renew(&mut db.key(K), who, px(5)).map(|_| ()),
                 rules::info(&mut db.key(K)).map(|_| ()),
@@ -229,7 +382,7 @@ fn redisson_written_locks_are_understood() {
     let mut db = MemoryDb::new(0);
     db.put(K, hash(&[(b"uuid-1:42", b"2")]), Some(30_000));
     assert_eq!(
-        rules::acquire(&mut db.key(K), b"me", px(5), false),
+        acquire(&mut db.key(K), b"me", px(5), false),
         Ok(Acquired::Busy)
     );
     assert_eq!(
@@ -284,10 +437,10 @@ proptest! {
             }
             match op {
                 Op::Acquire(o, l, queued) => {
-                    let got = rules::acquire(&mut db.key(K), OWNERS[o], px(l), queued).unwrap();
+                    let got = acquire(&mut db.key(K), OWNERS[o], px(l), queued).unwrap();
                     let want = match model.held {
-                        Some((h, n, _)) if h == o => { model.held = Some((o, n + 1, now + l)); Acquired::Granted { holds: n + 1 } }
-                        None if !queued => { model.held = Some((o, 1, now + l)); Acquired::Granted { holds: 1 } }
+                        Some((h, n, _)) if h == o => { model.held = Some((o, n + 1, now + l)); Acquired::Granted { holds: n + 1, token: None } }
+                        None if !queued => { model.held = Some((o, 1, now + l)); Acquired::Granted { holds: 1, token: None } }
                         _ => Acquired::Busy,
                     };
                     prop_assert_eq!(got, want);
@@ -315,7 +468,7 @@ proptest! {
                 }
                 Op::Info => {
                     let got = rules::info(&mut db.key(K)).unwrap();
-                    let want = model.held.map(|(o, n, d)| Holder { owner: OWNERS[o].to_vec(), holds: n, ttl: Some(d - now) });
+                    let want = model.held.map(|(o, n, d)| Holder { owner: OWNERS[o].to_vec(), holds: n, ttl: Some(d - now), token: 0 });
                     prop_assert_eq!(got, want);
                 }
                 Op::Advance(ms) => db.advance(ms),

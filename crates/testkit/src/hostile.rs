@@ -164,6 +164,18 @@ pub fn vector(rng: &mut Rng) -> Vec<Vec<u8>> {
                     args[3..].rotate_left(2);
                 }
             }
+            if (which == b"LOCK.ACQUIRE" || which == b"LOCK.RENEW") && rng.chance(20) {
+                args.push(random_case(rng, "KEEPALIVE"));
+            }
+            if which == b"LOCK.ACQUIRE" && rng.chance(20) {
+                args.push(random_case(rng, "TOKEN"));
+            }
+            if (which == b"LOCK.ACQUIRE" || which == b"LOCK.RENEW") && rng.chance(10) {
+                // No replicas in these runs: n > 0 is refused at once.
+                args.push(random_case(rng, "REPLICAS"));
+                args.push(rng.below(3).to_string().into_bytes());
+                args.push(value(rng));
+            }
         }
         4..=6 => {
             let n = rng.below(9);
@@ -172,7 +184,7 @@ pub fn vector(rng: &mut Rng) -> Vec<Vec<u8>> {
                     0 => rng.pick(&KEYS).to_vec(),
                     1 => rng.pick(&OWNERS).to_vec(),
                     i if i % 2 == 0 => {
-                        let o = *rng.pick(&["PX", "EX", "BLOCK"]);
+                        let o = *rng.pick(&["PX", "EX", "BLOCK", "KEEPALIVE", "TOKEN", "REPLICAS"]);
                         random_case(rng, o)
                     }
                     _ if rng.chance(33) => token(rng),
@@ -243,7 +255,7 @@ pub fn judge(cmd: &[Vec<u8>], r: &Reply, via: Via) -> Option<String> {
     let name = cmd[0].to_ascii_lowercase();
     let ok = match r {
         Reply::Error(text) => {
-            ["ERR ", "WRONGTYPE ", "NOTOWNER ", "NOTLOCK "]
+            ["ERR ", "WRONGTYPE ", "NOTOWNER ", "NOTLOCK ", "NOREPLICAS "]
                 .iter()
                 .any(|code| text.starts_with(code))
                 && !text.contains("internal error")
@@ -257,8 +269,14 @@ pub fn judge(cmd: &[Vec<u8>], r: &Reply, via: Via) -> Option<String> {
             name == b"lock.acquire" && cmd.get(2).is_some_and(|o| o == b"*") && b.len() == 36
         }
         // LOCK.INFO of a held lock (a map flattens in RESP2 and in Lua).
-        Reply::Array(a) => name == b"lock.info" && a.len() == 8,
-        Reply::Map(m) => name == b"lock.info" && m.len() == 4,
+        Reply::Array(a) if name == b"lock.info" => a.len() == 12,
+        Reply::Map(m) => name == b"lock.info" && m.len() == 6,
+        // LOCK.ACQUIRE ... TOKEN: [hold count or owner, token].
+        Reply::Array(a) => {
+            name == b"lock.acquire"
+                && cmd.iter().any(|w| w.eq_ignore_ascii_case(b"TOKEN"))
+                && matches!(a.as_slice(), [Reply::Int(_) | Reply::Bulk(_), Reply::Int(t)] if *t > 0)
+        }
         _ => false,
     };
     (!ok).then(|| format!("{} → {r:?}", describe(cmd)))

@@ -1,17 +1,21 @@
-//! LOCK.ACQUIRE key owner [PX ms | EX s] [BLOCK ms]
+//! LOCK.ACQUIRE key owner [PX ms | EX s] [BLOCK ms] [KEEPALIVE] [TOKEN] [REPLICAS n ms]
 
 use std::ops::Deref;
 
-use super::super::config;
-use super::super::ffi::{Ctx, OwnedStr, RStr, raw};
-use super::super::key::{LockKey, Mode};
-use super::super::reply::Reply;
-use super::super::{handoff, stats, waiters};
-use crate::core::LockResult;
-use crate::core::owner;
+use super::call::{self, Call};
 use crate::core::request::{self, OwnerSpec};
-use crate::core::rules::{self, Acquired};
+use crate::core::rules::{self, Acquired, Claim};
 use crate::core::store::LockStore;
+use crate::core::{LockResult, owner};
+use crate::glue::config;
+use crate::glue::runtime::ffi::{Ctx, OwnedStr, RStr};
+use crate::glue::runtime::reply::{Granted, Reply};
+use crate::glue::scheduler::Job;
+use crate::glue::stats;
+use crate::glue::store::{LockKey, Mode, QueueKey};
+use crate::glue::waiting::acks::Answer;
+use crate::glue::waiting::queues::{self, Waiter};
+use crate::glue::waiting::{handoff, ties};
 
 /// The owner asking: as the client named it, or a fresh UUID for `*`.
 enum Owner<'a> {
@@ -32,49 +36,98 @@ impl Deref for Owner<'_> {
 pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
     let req = request::parse_acquire(args)?;
     let lease = req.lease.unwrap_or_else(config::default_lease);
-    let mut lock = LockKey::open(ctx, req.key, Mode::Write);
+    let call = Call::new(ctx);
+    let replicas = call.replicas(req.replicas)?;
+    let tie_to = call.tie_to(req.keepalive)?;
+    let key: &RStr = req.key;
+    let mut lock = LockKey::open(ctx, key, Mode::Write);
     let block = req.block.map(|b| b.check(lock.now())).transpose()?;
     let owner = match req.owner {
         OwnerSpec::Given(given) => Owner::Given(given),
         OwnerSpec::Generate => Owner::Generated(OwnedStr::new(&owner::generate())),
     };
-
-    let queued = waiters::is_queued(ctx, req.key);
-    match rules::acquire(&mut lock, &owner, lease, queued)? {
-        Acquired::Granted { holds } => {
+    let db = ctx.db();
+    let queued = queues::len(db, key.as_ref()) > 0;
+    let claim = Claim {
+        owner: &*owner,
+        lease,
+        token: req.token,
+    };
+    match rules::acquire(&mut lock, &claim, queued)? {
+        Acquired::Granted { holds, token } => {
             if queued {
                 // A re-entry may have shortened the lease waiters are timed by.
-                handoff::arm_deadline(ctx, ctx.db(), req.key.as_ref(), lock.ttl());
+                handoff::arm(ctx, db, key.as_ref(), lock.ttl());
             }
             if holds == 1 {
                 stats::ACQUIRED.bump();
             } else {
                 stats::REENTERED.bump();
             }
-            Ok(match owner {
-                Owner::Generated(uuid) => Reply::Owner(uuid),
-                Owner::Given(_) => Reply::Int(holds),
-            })
-        }
-        Acquired::Busy => {
-            // Inside MULTI/EXEC or a script the client cannot wait: answer now,
-            // as BLPOP does there.
-            match block {
-                Some(block) if !ctx.has_flag(raw::REDISMODULE_CTX_FLAGS_DENY_BLOCKING) => {
-                    let ttl = lock.ttl();
+            match tie_to {
+                Some(client) => {
+                    let qk = QueueKey::new(db, key.as_ref());
+                    ties::tie(ctx, qk, client, OwnedStr::new(owner.as_ref()), lease);
+                }
+                // A re-entry without KEEPALIVE keeps the tie, at the new lease.
+                None if holds > 1 => ties::retime(ctx, db, key.as_ref(), owner.as_ref(), lease),
+                None => {}
+            }
+            let copy = || OwnedStr::new(owner.as_ref());
+            let (generated, owner_copy) = match owner {
+                Owner::Generated(uuid) => {
+                    let copy = replicas.is_some().then(|| OwnedStr::new(uuid.as_ref()));
+                    (Some(uuid), copy)
+                }
+                Owner::Given(_) => (None, replicas.is_some().then(copy)),
+            };
+            let granted = Granted {
+                holds,
+                generated,
+                token,
+            };
+            match (replicas, owner_copy) {
+                (Some(replicas), Some(owner)) => {
                     drop(lock);
-                    // The waiter keeps its owner beyond this command.
-                    let (owner, generated) = match owner {
-                        Owner::Given(given) => (OwnedStr::new(given.as_ref()), false),
-                        Owner::Generated(uuid) => (uuid, true),
-                    };
-                    waiters::enqueue(ctx, req.key, owner, generated, lease, block, ttl)
+                    let qk = QueueKey::new(db, key.as_ref());
+                    let answer =
+                        Answer::Granted(granted, qk.clone(), OwnedStr::new(owner.as_ref()));
+                    call::await_replicas(ctx, key, answer, replicas, Some(Job::TakeBack(qk, owner)))
                 }
-                _ => {
-                    stats::BUSY.bump();
-                    Ok(Reply::Nil)
-                }
+                _ => Ok(Reply::Granted(granted)),
             }
         }
+        Acquired::Busy => match block {
+            // Inside MULTI/EXEC or a script the client cannot wait: answer
+            // now, as BLPOP does there.
+            Some(block) if call.can_block() => {
+                let ttl = lock.ttl();
+                drop(lock);
+                let (owner, generated) = match owner {
+                    // The waiter keeps its owner beyond this command.
+                    Owner::Given(given) => (OwnedStr::new(given.as_ref()), false),
+                    Owner::Generated(uuid) => (uuid, true),
+                };
+                let id = queues::next_id();
+                let handle = call::block_queued(ctx, key, id)?;
+                let waiter = Waiter {
+                    id,
+                    handle,
+                    owner,
+                    generated,
+                    lease,
+                    token: req.token,
+                    tie_to,
+                    replicas,
+                    timeout: None,
+                };
+                call::enqueue(ctx, db, key, waiter, block, ttl)?;
+                Ok(Reply::Blocked)
+            }
+            _ => {
+                stats::BUSY.bump();
+                Ok(Reply::Nil)
+            }
+        },
     }
 }

@@ -1,24 +1,26 @@
-//! Argument docs for `COMMAND DOCS`, which redis-cli turns into hints:
-//! `LOCK.ACQUIRE key owner [PX milliseconds|EX seconds] [BLOCK timeout]`.
+//! Argument docs for `COMMAND DOCS`, which redis-cli turns into hints
+//! (`LOCK.ACQUIRE key owner [PX milliseconds|EX seconds] [BLOCK timeout]
+//! [KEEPALIVE] [TOKEN] [REPLICAS numreplicas timeout]`), built from the
+//! options the command table lists.
 
 use std::ffi::CStr;
 
-use super::super::ffi::raw::{self, RedisModuleCommandArg as Arg};
-use crate::core::request::Command;
+use crate::core::command::{CommandSpec, Opt};
+use crate::glue::runtime::ffi::raw::{self, RedisModuleCommandArg as Arg};
 
-const KEY: raw::RedisModuleCommandArgType = raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY;
-const STRING: raw::RedisModuleCommandArgType =
-    raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING;
-const INTEGER: raw::RedisModuleCommandArgType =
-    raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER;
-const ONEOF: raw::RedisModuleCommandArgType =
-    raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF;
+type ArgType = raw::RedisModuleCommandArgType;
+const KEY: ArgType = raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY;
+const STRING: ArgType = raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING;
+const INTEGER: ArgType = raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER;
+const ONEOF: ArgType = raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF;
+const BLOCK: ArgType = raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_BLOCK;
+const PURE_TOKEN: ArgType = raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN;
 const OPTIONAL: i32 = raw::REDISMODULE_CMD_ARG_OPTIONAL as i32;
 
 /// A command's argument list (zero-terminated, as Redis reads it), with the
-/// `PX|EX` alternatives it points into. Redis copies it at registration.
+/// sub-argument lists it points into. Redis copies it at registration.
 pub struct ArgDocs {
-    _lease: Box<[Arg; 3]>,
+    _subargs: Vec<Box<[Arg]>>,
     args: Vec<Arg>,
 }
 
@@ -28,7 +30,7 @@ impl ArgDocs {
     }
 }
 
-fn arg(name: &'static CStr, type_: raw::RedisModuleCommandArgType) -> Arg {
+fn arg(name: &'static CStr, type_: ArgType) -> Arg {
     // SAFETY: a plain C struct; all-zero is "no token, no flags, no subargs".
     let mut a: Arg = unsafe { std::mem::zeroed() };
     a.name = name.as_ptr();
@@ -37,9 +39,14 @@ fn arg(name: &'static CStr, type_: raw::RedisModuleCommandArgType) -> Arg {
     a
 }
 
-fn token(name: &'static CStr, token: &'static CStr, type_: raw::RedisModuleCommandArgType) -> Arg {
+fn token(name: &'static CStr, token: &'static CStr, type_: ArgType) -> Arg {
     let mut a = arg(name, type_);
     a.token = token.as_ptr();
+    a
+}
+
+fn optional(mut a: Arg) -> Arg {
+    a.flags = OPTIONAL;
     a
 }
 
@@ -48,28 +55,44 @@ fn end() -> Arg {
     unsafe { std::mem::zeroed() }
 }
 
-pub fn for_command(command: Command) -> ArgDocs {
-    let mut lease = Box::new([
-        token(c"milliseconds", c"PX", INTEGER),
-        token(c"seconds", c"EX", INTEGER),
-        end(),
-    ]);
-    let mut lease_arg = arg(c"lease", ONEOF);
-    lease_arg.flags = OPTIONAL;
-    lease_arg.subargs = lease.as_mut_ptr();
-    let mut block = token(c"timeout", c"BLOCK", INTEGER);
-    block.flags = OPTIONAL;
-    let key = arg(c"key", KEY);
-    let owner = arg(c"owner", STRING);
-    let args = match command {
-        Command::Acquire => vec![key, owner, lease_arg, block, end()],
-        Command::Renew => vec![key, owner, lease_arg, end()],
-        Command::Release => vec![key, owner, end()],
-        Command::Info | Command::ForceRelease => vec![key, end()],
+pub fn for_command(spec: &CommandSpec) -> ArgDocs {
+    let mut subargs: Vec<Box<[Arg]>> = Vec::new();
+    let mut with_subargs = |mut a: Arg, list: Vec<Arg>| {
+        let mut list = list.into_boxed_slice();
+        a.subargs = list.as_mut_ptr();
+        subargs.push(list);
+        a
     };
-    debug_assert!(args.last().is_some_and(|a| a.name.is_null()));
+    let mut args = vec![arg(c"key", KEY)];
+    if spec.takes_owner {
+        args.push(arg(c"owner", STRING));
+    }
+    for opt in spec.options {
+        args.push(optional(match opt {
+            Opt::Lease => with_subargs(
+                arg(c"lease", ONEOF),
+                vec![
+                    token(c"milliseconds", c"PX", INTEGER),
+                    token(c"seconds", c"EX", INTEGER),
+                    end(),
+                ],
+            ),
+            Opt::Block => token(c"timeout", c"BLOCK", INTEGER),
+            Opt::KeepAlive => token(c"keepalive", c"KEEPALIVE", PURE_TOKEN),
+            Opt::Token => token(c"token", c"TOKEN", PURE_TOKEN),
+            Opt::Replicas => with_subargs(
+                token(c"replicas", c"REPLICAS", BLOCK),
+                vec![
+                    arg(c"numreplicas", INTEGER),
+                    arg(c"timeout", INTEGER),
+                    end(),
+                ],
+            ),
+        }));
+    }
+    args.push(end());
     ArgDocs {
-        _lease: lease,
+        _subargs: subargs,
         args,
     }
 }

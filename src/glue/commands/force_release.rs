@@ -1,12 +1,13 @@
 //! LOCK.FORCERELEASE key (Redisson's forceUnlock)
 
-use super::super::ffi::{Ctx, RStr};
-use super::super::key::{LockKey, Mode};
-use super::super::reply::Reply;
-use super::super::{handoff, stats};
 use crate::core::LockResult;
 use crate::core::request::{self, Command};
 use crate::core::rules;
+use crate::glue::runtime::ffi::{Ctx, RStr};
+use crate::glue::runtime::reply::Reply;
+use crate::glue::stats;
+use crate::glue::store::{LockKey, Mode};
+use crate::glue::waiting::handoff;
 
 pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
     let req = request::parse_key(Command::ForceRelease, args)?;

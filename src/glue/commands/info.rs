@@ -1,21 +1,25 @@
-//! LOCK.INFO key (read-only: served by replicas too)
+//! LOCK.INFO key (read-only: served by replicas too, where `waiters` and
+//! `keepalive` are 0: both are connection state on the primary)
 
-use super::super::ffi::{Ctx, RStr};
-use super::super::key::{LockKey, Mode};
-use super::super::reply::Reply;
-use super::super::waiters;
 use crate::core::LockResult;
 use crate::core::request::{self, Command};
 use crate::core::rules;
+use crate::glue::runtime::ffi::{Ctx, RStr};
+use crate::glue::runtime::reply::Reply;
+use crate::glue::store::{LockKey, Mode};
+use crate::glue::waiting::{queues, ties};
 
 pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
     let req = request::parse_key(Command::Info, args)?;
     let mut lock = LockKey::open(ctx, req.key, Mode::Read);
-    Ok(match rules::info(&mut lock)? {
-        Some(holder) => Reply::Info {
-            holder,
-            waiters: waiters::count(ctx, req.key),
-        },
-        None => Reply::Nil,
+    let Some(holder) = rules::info(&mut lock)? else {
+        return Ok(Reply::Nil);
+    };
+    let db = ctx.db();
+    let key = req.key.as_ref();
+    Ok(Reply::Info {
+        waiters: queues::len(db, key),
+        keepalive: ties::is_tied(db, key, &holder.owner),
+        holder,
     })
 }

@@ -1,12 +1,13 @@
 //! LOCK.RELEASE key owner
 
-use super::super::ffi::{Ctx, RStr};
-use super::super::key::{LockKey, Mode};
-use super::super::reply::Reply;
-use super::super::{handoff, stats};
 use crate::core::request;
 use crate::core::rules::{self, Released};
 use crate::core::{LockError, LockResult};
+use crate::glue::runtime::ffi::{Ctx, RStr};
+use crate::glue::runtime::reply::Reply;
+use crate::glue::stats;
+use crate::glue::store::{LockKey, Mode};
+use crate::glue::waiting::handoff;
 
 pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
     let req = request::parse_release(args)?;

@@ -1,26 +1,61 @@
-//! LOCK.RENEW key owner [PX ms | EX s]
+//! LOCK.RENEW key owner [PX ms | EX s] [KEEPALIVE] [REPLICAS n ms]
 
-use super::super::config;
-use super::super::ffi::{Ctx, RStr};
-use super::super::key::{LockKey, Mode};
-use super::super::reply::Reply;
-use super::super::{handoff, stats, waiters};
+use super::call::{self, Call};
 use crate::core::LockResult;
 use crate::core::request;
 use crate::core::rules;
 use crate::core::store::LockStore;
+use crate::glue::config;
+use crate::glue::runtime::ffi::{Ctx, OwnedStr, RStr};
+use crate::glue::runtime::reply::Reply;
+use crate::glue::scheduler::Job;
+use crate::glue::stats;
+use crate::glue::store::{LockKey, Mode, QueueKey};
+use crate::glue::waiting::acks::Answer;
+use crate::glue::waiting::{handoff, queues, ties};
 
 pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
     let req = request::parse_renew(args)?;
     let lease = req.lease.unwrap_or_else(config::default_lease);
-    let mut lock = LockKey::open(ctx, req.key, Mode::Write);
-    let renewed = rules::renew(&mut lock, req.owner, lease)?;
-    if renewed {
-        stats::RENEWED.bump();
-        if waiters::is_queued(ctx, req.key) {
-            // A shorter lease moves the hand-off to waiters earlier.
-            handoff::arm_deadline(ctx, ctx.db(), req.key.as_ref(), lock.ttl());
+    let call = Call::new(ctx);
+    let replicas = call.replicas(req.replicas)?;
+    let tie_to = call.tie_to(req.keepalive)?;
+    let key: &RStr = req.key;
+    let mut lock = LockKey::open(ctx, key, Mode::Write);
+    // What an unacknowledged renewal puts back.
+    let previous = match replicas {
+        Some(_) => lock.ttl().map(|ttl| lock.now().saturating_add(ttl)),
+        None => None,
+    };
+    if !rules::renew(&mut lock, req.owner, lease)? {
+        return Ok(Reply::Int(0));
+    }
+    stats::RENEWED.bump();
+    let db = ctx.db();
+    if queues::len(db, key.as_ref()) > 0 {
+        // A shorter lease moves the hand-off to waiters earlier.
+        handoff::arm(ctx, db, key.as_ref(), lock.ttl());
+    }
+    // With KEEPALIVE the lock is tied to this connection (from any other);
+    // without, it is a plain lease again.
+    match tie_to {
+        Some(client) => {
+            let qk = QueueKey::new(db, key.as_ref());
+            ties::tie(ctx, qk, client, OwnedStr::new(req.owner.as_ref()), lease);
+        }
+        None => {
+            ties::untie(db, key.as_ref());
         }
     }
-    Ok(Reply::Int(i64::from(renewed)))
+    match replicas {
+        None => Ok(Reply::Int(1)),
+        Some(replicas) => {
+            drop(lock);
+            let undo = previous.map(|deadline| {
+                let qk = QueueKey::new(db, key.as_ref());
+                Job::Restore(qk, OwnedStr::new(req.owner.as_ref()), deadline)
+            });
+            call::await_replicas(ctx, key, Answer::Int(1), replicas, undo)
+        }
+    }
 }

@@ -15,9 +15,9 @@ pub use redis_module::raw;
 /// `require_api` (the module refuses to load); the panic is the firewall's.
 macro_rules! rm {
     ($name:ident ( $($arg:expr),* $(,)? )) => {
-        match $crate::glue::ffi::raw::$name {
+        match $crate::glue::runtime::ffi::raw::$name {
             Some(f) => f($($arg),*),
-            None => $crate::glue::ffi::missing(stringify!($name)),
+            None => $crate::glue::runtime::ffi::missing(stringify!($name)),
         }
     };
 }
@@ -70,7 +70,7 @@ pub fn require_api() -> Result<(), &'static str> {
         RedisModule_PublishMessage,
         RedisModule_NotifyKeyspaceEvent,
         RedisModule_Log,
-        RedisModule_BlockClient,
+        RedisModule_BlockClientOnKeys,
         RedisModule_UnblockClient,
         RedisModule_GetBlockedClientPrivateData,
         RedisModule_BlockedClientDisconnected,
@@ -82,12 +82,20 @@ pub fn require_api() -> Result<(), &'static str> {
         RedisModule_GetSelectedDb,
         RedisModule_SelectDb,
         RedisModule_AvoidReplicaTraffic,
-        RedisModule_GetBlockedClientHandle,
         RedisModule_GetServerInfo,
         RedisModule_ServerInfoGetFieldSigned,
         RedisModule_FreeServerInfo,
         RedisModule_SignalModifiedKey,
         RedisModule_SetModuleOptions,
+        RedisModule_GetClientId,
+        RedisModule_StringDMA,
+        RedisModule_StringSet,
+        RedisModule_SetExpire,
+        RedisModule_Call,
+        RedisModule_FreeCallReply,
+        RedisModule_ServerInfoGetFieldC,
+        RedisModule_InfoAddFieldCString,
+        RedisModule_ReplyWithArray,
     );
     Ok(())
 }
@@ -99,10 +107,6 @@ pub struct Ctx(pub *mut RedisModuleCtx);
 impl Ctx {
     pub fn flags(self) -> u32 {
         unsafe { rm!(RedisModule_GetContextFlags(self.0)) as u32 }
-    }
-
-    pub fn has_flag(self, flag: u32) -> bool {
-        self.flags() & flag != 0
     }
 
     /// The server clock in ms since the epoch (what Redis expires keys by).
@@ -288,68 +292,5 @@ impl Ctx {
 
     pub fn select_db(self, db: i32) -> bool {
         unsafe { rm!(RedisModule_SelectDb(self.0, db)) == raw::REDISMODULE_OK as c_int }
-    }
-
-    /// A primary (writes allowed and lock logic runs), not a replica.
-    pub fn is_primary(self) -> bool {
-        self.has_flag(raw::REDISMODULE_CTX_FLAGS_MASTER)
-    }
-
-    /// Clients are paused for writes (CLIENT PAUSE WRITE, failover): no
-    /// writes from timers now, or Redis asserts (see ENGINEERING.md).
-    pub fn writes_paused(self) -> bool {
-        unsafe { rm!(RedisModule_AvoidReplicaTraffic()) != 0 }
-    }
-}
-
-/// A running module timer whose payload is a `T`: stopping it can only
-/// free the payload as the type it was started with.
-pub struct Timer<T> {
-    id: raw::RedisModuleTimerID,
-    payload: std::marker::PhantomData<fn(T)>,
-}
-
-impl<T> Clone for Timer<T> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-
-impl<T> Copy for Timer<T> {}
-
-/// Starts a module timer (an event-loop time event: millisecond precise,
-/// unlike blocked-client timeouts, which lag up to 1/hz). `payload` is
-/// handed to `f` when it fires, inside the panic firewall.
-pub fn start_timer<T: 'static>(ctx: Ctx, ms: i64, payload: T, f: fn(Ctx, T)) -> Timer<T> {
-    unsafe extern "C" fn fire<T: 'static>(ctx: *mut RedisModuleCtx, data: *mut std::ffi::c_void) {
-        // SAFETY: `data` is the box made below, handed to us exactly once.
-        let boxed = unsafe { Box::from_raw(data as *mut (fn(Ctx, T), T)) };
-        super::firewall::callback((), move || {
-            let (f, payload) = *boxed;
-            f(Ctx(ctx), payload)
-        })
-    }
-    let data = Box::into_raw(Box::new((f, payload))) as *mut std::ffi::c_void;
-    let id = unsafe {
-        rm!(RedisModule_CreateTimer(
-            ctx.0,
-            ms.max(0),
-            Some(fire::<T>),
-            data
-        ))
-    };
-    Timer {
-        id,
-        payload: std::marker::PhantomData,
-    }
-}
-
-/// Stops a timer that has not fired, dropping its payload.
-pub fn stop_timer<T: 'static>(ctx: Ctx, timer: Timer<T>) {
-    let mut data: *mut std::ffi::c_void = ptr::null_mut();
-    let stopped = unsafe { rm!(RedisModule_StopTimer(ctx.0, timer.id, &mut data)) };
-    if stopped == raw::REDISMODULE_OK as c_int && !data.is_null() {
-        // SAFETY: the timer was started by `start_timer::<T>` and never fired.
-        drop(unsafe { Box::from_raw(data as *mut (fn(Ctx, T), T)) });
     }
 }

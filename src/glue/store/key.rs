@@ -1,16 +1,24 @@
 //! `LockKey`: the lock rules' `LockStore` over a real Redis key, through the
 //! low-level key API (no command-table round trips). Every write is applied,
-//! replicated as its effect with absolute times (HSET / PEXPIREAT / DEL, never
-//! LOCK.* verbatim: a replica or AOF replay must not restart a lease) and
-//! announced as the keyspace event the equivalent command would fire.
+//! replicated as its effect with absolute times (HSET / PEXPIREAT / DEL / SET,
+//! never LOCK.* verbatim: a replica or AOF replay must not restart a lease or
+//! run lock logic) and announced as the keyspace event the equivalent
+//! command would fire.
+//!
+//! The lock's fencing-token counter (`redisson_lock_token:{key}`) is a
+//! second key, opened only by a call that reads or issues a token.
 
-use std::ffi::{CStr, c_int, c_longlong, c_void};
+use std::ffi::{CStr, c_char, c_int, c_longlong, c_void};
 use std::ptr;
 
-use super::ffi::{Ctx, OwnedStr, RStr, StaticStr, raw};
-use super::{events, firewall};
-use crate::core::Millis;
+use super::OwnEvent;
+use crate::core::channel::token_key;
+use crate::core::number::parse_i64;
+use crate::core::slot::key_slot;
 use crate::core::store::{LockStore, Shape};
+use crate::core::{LockError, LockResult, Millis};
+use crate::glue::runtime::ffi::{Ctx, OwnedStr, RStr, StaticStr, raw};
+use crate::glue::runtime::firewall;
 
 /// The hold count `1`, written by every fresh acquire.
 pub static ONE: StaticStr = StaticStr::empty();
@@ -24,6 +32,7 @@ pub enum Mode {
 pub struct LockKey<'a> {
     ctx: Ctx,
     name: &'a RStr,
+    mode: Mode,
     /// Null when opened for reading and the key does not exist.
     key: *mut raw::RedisModuleKey,
     now: Millis,
@@ -31,22 +40,28 @@ pub struct LockKey<'a> {
     /// (and only then: the module opts out of Redis's implicit signal, which
     /// would fire for every key opened for writing, even by a nil ACQUIRE).
     wrote: bool,
+    token: Option<TokenKey>,
+}
+
+/// The open token counter.
+struct TokenKey {
+    name: OwnedStr,
+    key: *mut raw::RedisModuleKey,
+    wrote: bool,
 }
 
 impl<'a> LockKey<'a> {
     /// Opens the key (for writing, a logically expired key is deleted here).
     pub fn open(ctx: Ctx, name: &'a RStr, mode: Mode) -> LockKey<'a> {
-        let flags = match mode {
-            Mode::Read => raw::REDISMODULE_READ,
-            Mode::Write => raw::REDISMODULE_READ | raw::REDISMODULE_WRITE,
-        };
-        let key = unsafe { rm!(RedisModule_OpenKey(ctx.0, name.ptr(), flags as c_int)) };
+        let key = open_raw(ctx, name, mode);
         LockKey {
             ctx,
             name,
+            mode,
             key,
             now: ctx.now(),
             wrote: false,
+            token: None,
         }
     }
 
@@ -57,20 +72,61 @@ impl<'a> LockKey<'a> {
 
     /// Fires the keyspace event the equivalent command would. Marked as our
     /// own, so the module's subscriber does not re-serve queues we serve.
-    fn notify(&self, class: c_int, event: &CStr) {
-        events::own_event(|| unsafe {
+    fn notify(&self, class: c_int, event: &CStr, key: &RStr) {
+        let _own = OwnEvent::mark();
+        unsafe {
             rm!(RedisModule_NotifyKeyspaceEvent(
                 self.ctx.0,
                 class,
                 event.as_ptr(),
-                self.name.ptr()
+                key.ptr()
             ));
-        });
+        }
     }
+
+    /// The token counter, opened on first use. In a cluster it must share
+    /// the lock's slot: this node may not serve any other.
+    fn token_key(&mut self) -> LockResult<&mut TokenKey> {
+        if self.token.is_none() {
+            let name = token_key(self.name.as_ref());
+            if crate::glue::store::server::cluster()
+                && key_slot(&name) != key_slot(self.name.as_ref())
+            {
+                return Err(LockError::TokenCrossSlot);
+            }
+            let name = OwnedStr::new(&name);
+            let key = open_raw(self.ctx, &name, self.mode);
+            self.token = Some(TokenKey {
+                name,
+                key,
+                wrote: false,
+            });
+        }
+        // Set just above.
+        self.token
+            .as_mut()
+            .ok_or_else(|| LockError::Internal("token key not open".into()))
+    }
+}
+
+fn open_raw(ctx: Ctx, name: &RStr, mode: Mode) -> *mut raw::RedisModuleKey {
+    let flags = match mode {
+        Mode::Read => raw::REDISMODULE_READ,
+        Mode::Write => raw::REDISMODULE_READ | raw::REDISMODULE_WRITE,
+    };
+    unsafe { rm!(RedisModule_OpenKey(ctx.0, name.ptr(), flags as c_int)) }
 }
 
 impl Drop for LockKey<'_> {
     fn drop(&mut self) {
+        if let Some(token) = self.token.take() {
+            if token.wrote {
+                unsafe { rm!(RedisModule_SignalModifiedKey(self.ctx.0, token.name.ptr())) };
+            }
+            if !token.key.is_null() {
+                unsafe { rm!(RedisModule_CloseKey(token.key)) }
+            }
+        }
         if self.wrote {
             unsafe { rm!(RedisModule_SignalModifiedKey(self.ctx.0, self.name.ptr())) };
         }
@@ -183,7 +239,7 @@ impl LockStore for LockKey<'_> {
                 holds as c_longlong
             ));
         }
-        self.notify(raw::REDISMODULE_NOTIFY_HASH, c"hset");
+        self.notify(raw::REDISMODULE_NOTIFY_HASH, c"hset", self.name);
     }
 
     fn set_deadline(&mut self, deadline: Millis) {
@@ -198,7 +254,7 @@ impl LockStore for LockKey<'_> {
                 deadline as c_longlong
             ));
         }
-        self.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"expire");
+        self.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"expire", self.name);
     }
 
     fn delete(&mut self) {
@@ -212,6 +268,70 @@ impl LockStore for LockKey<'_> {
                 self.name.ptr()
             ));
         }
-        self.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"del");
+        self.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"del", self.name);
+    }
+
+    fn token(&mut self) -> LockResult<i64> {
+        let token = self.token_key()?;
+        if token.key.is_null() {
+            return Ok(0);
+        }
+        match unsafe { rm!(RedisModule_KeyType(token.key)) } as isize {
+            raw::REDISMODULE_KEYTYPE_EMPTY => Ok(0),
+            raw::REDISMODULE_KEYTYPE_STRING => {
+                let mut len = 0usize;
+                let p = unsafe {
+                    rm!(RedisModule_StringDMA(
+                        token.key,
+                        &mut len,
+                        raw::REDISMODULE_READ as c_int
+                    ))
+                };
+                if p.is_null() {
+                    return Err(LockError::TokenNotInteger);
+                }
+                // SAFETY: DMA gives `len` readable bytes while the key is open.
+                let bytes = unsafe { std::slice::from_raw_parts(p as *const u8, len) };
+                parse_i64(bytes).ok_or(LockError::TokenNotInteger)
+            }
+            _ => Err(LockError::WrongType),
+        }
+    }
+
+    fn set_token(&mut self, value: i64) {
+        let ctx = self.ctx;
+        let Ok(token) = self.token_key() else {
+            // `token()` was called (and succeeded) before any write.
+            panic!("set_token before a successful token()");
+        };
+        token.wrote = true;
+        let value_str = OwnedStr::from_i64(value);
+        unsafe {
+            // INCR keeps a counter's TTL (RFencedLock's has none, but someone
+            // may have given it one); a plain SET would drop it.
+            let ttl = rm!(RedisModule_GetExpire(token.key));
+            rm!(RedisModule_StringSet(token.key, value_str.ptr()));
+            if ttl != raw::REDISMODULE_NO_EXPIRE as i64 {
+                rm!(RedisModule_SetExpire(token.key, ttl));
+            }
+            rm!(RedisModule_Replicate(
+                ctx.0,
+                c"SET".as_ptr(),
+                c"ssc".as_ptr(),
+                token.name.ptr(),
+                value_str.ptr(),
+                c"KEEPTTL".as_ptr() as *const c_char
+            ));
+        }
+        let name: &RStr = &token.name;
+        let _own = OwnEvent::mark();
+        unsafe {
+            rm!(RedisModule_NotifyKeyspaceEvent(
+                ctx.0,
+                raw::REDISMODULE_NOTIFY_STRING as c_int,
+                c"incrby".as_ptr(),
+                name.ptr()
+            ));
+        }
     }
 }

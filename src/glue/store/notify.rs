@@ -10,11 +10,11 @@
 //! never affects lock state.
 //! Cluster: sharded publish, since the channel hashes to the key's slot.
 
-use std::ffi::c_int;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
 
-use super::ffi::{Ctx, OwnedStr, RStr, StaticStr, raw};
+use super::server;
 use crate::core::channel::{UNLOCK_MESSAGE, unlock_channel};
+use crate::glue::runtime::ffi::{Ctx, OwnedStr, RStr, StaticStr, raw};
 
 pub static MESSAGE: StaticStr = StaticStr::empty();
 
@@ -23,17 +23,9 @@ pub static MESSAGE: StaticStr = StaticStr::empty();
 /// online), which costs a useless PUBLISH, never a lost one.
 static REPLICAS: AtomicI64 = AtomicI64::new(0);
 
-/// `cluster-enabled` cannot change while the server runs: read once at load
-/// (asking on every unlock would cost a full GetContextFlags).
-static CLUSTER: AtomicBool = AtomicBool::new(false);
-
 pub fn init(ctx: Ctx) {
     MESSAGE.init(UNLOCK_MESSAGE);
     REPLICAS.store(connected_replicas(ctx), Ordering::Relaxed);
-    CLUSTER.store(
-        ctx.has_flag(raw::REDISMODULE_CTX_FLAGS_CLUSTER),
-        Ordering::Relaxed,
-    );
 }
 
 pub fn replica_changed(online: bool) {
@@ -43,27 +35,16 @@ pub fn replica_changed(online: bool) {
 }
 
 fn connected_replicas(ctx: Ctx) -> i64 {
-    unsafe {
-        let info = rm!(RedisModule_GetServerInfo(ctx.0, c"replication".as_ptr()));
-        if info.is_null() {
-            // Unknown: assume there are some (a useless PUBLISH is harmless).
-            return 1;
-        }
-        let mut err: c_int = 0;
-        let n = rm!(RedisModule_ServerInfoGetFieldSigned(
-            info,
-            c"connected_slaves".as_ptr(),
-            &mut err
-        ));
-        rm!(RedisModule_FreeServerInfo(ctx.0, info));
-        if err != 0 { 1 } else { n }
-    }
+    // Unknown: assume there are some (a useless PUBLISH is harmless).
+    server::Info::section(ctx, c"replication")
+        .and_then(|info| info.number(c"connected_slaves"))
+        .unwrap_or(1)
 }
 
 pub fn publish_unlock(ctx: Ctx, key: &RStr) {
     let channel = OwnedStr::new(&unlock_channel(key.as_ref()));
     let message = MESSAGE.get();
-    let cluster = CLUSTER.load(Ordering::Relaxed);
+    let cluster = server::cluster();
     unsafe {
         match raw::RedisModule_PublishMessageShard {
             Some(shard_publish) if cluster => shard_publish(ctx.0, channel.ptr(), message),

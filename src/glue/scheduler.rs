@@ -1,0 +1,166 @@
+//! Layer 2: the deadline scheduler, owner of every time-driven action: a
+//! queued lock's lease deadline (hand it on), a waiter's BLOCK time, a tied
+//! lock's renewal, work deferred out of callbacks that may not write (a
+//! foreign delete, a closed connection, an undelivered grant), a REPLICAS
+//! timeout.
+//!
+//! One ordered index of jobs in module memory and ONE server timer, armed
+//! for the earliest. Redis's own timer table degrades quadratically when
+//! many timers fall due in the same millisecond (it probes for a free slot:
+//! 16,000 queued keys sharing a deadline took 11.5 s of server time and
+//! stalled PING for 2.9 s), so the module never keeps more than one.
+//!
+//! Work is spread: one firing runs due jobs for at most `BUDGET`, then lets
+//! the event loop serve clients before it continues (Redis runs a timer
+//! created inside a timer callback no sooner than 1 ms later). A burst of
+//! 100,000 renewals due together therefore never stalls the server.
+//!
+//! Jobs are data; what they do is the top layer's (`jobs.rs`), registered
+//! at load, so this layer depends on nothing above it.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use super::runtime::ffi::{Ctx, OwnedStr};
+use super::runtime::timer::{self, Timer};
+use super::store::QueueKey;
+use super::store::ids::{AckId, ClientId, WaiterId};
+use crate::core::Millis;
+
+/// Longest stretch of jobs run in one go.
+const BUDGET: Duration = Duration::from_millis(1);
+
+pub enum Job {
+    /// The lease of a lock with waiters runs out: hand it on.
+    HandOn(QueueKey),
+    /// Look at a queue again: something else changed its key, or a
+    /// hand-off had to wait for a write pause to end.
+    Serve(QueueKey),
+    /// A waiter's BLOCK time is over.
+    Timeout(WaiterId),
+    /// Renew a lock tied to its connection (KEEPALIVE).
+    Renew(QueueKey),
+    /// A connection with tied locks closed.
+    Closed(ClientId),
+    /// Take back a hold given to this owner: its grant never reached the
+    /// client, or the replicas did not acknowledge it.
+    TakeBack(QueueKey, OwnedStr),
+    /// Put back the deadline a renewal replaced (the replicas did not
+    /// acknowledge it), if this owner still holds the lock.
+    Restore(QueueKey, OwnedStr, Millis),
+    /// A call's replicas did not acknowledge in time.
+    AckTimeout(AckId),
+}
+
+/// A scheduled job: when, and a sequence number (ties run in order).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+pub struct JobId {
+    pub due: Millis,
+    seq: u64,
+}
+
+#[derive(Default)]
+struct Scheduler {
+    jobs: BTreeMap<JobId, Job>,
+    seq: u64,
+    /// The server timer, and the time it fires.
+    armed: Option<(Timer<()>, Millis)>,
+    /// Inside `fire`: arming waits until the batch is done.
+    running: bool,
+    run: Option<fn(Ctx, Job)>,
+}
+
+thread_local! {
+    // Redis calls module code on its main thread only.
+    static SCHEDULER: RefCell<Scheduler> = RefCell::new(Scheduler::default());
+}
+
+fn with<R>(f: impl FnOnce(&mut Scheduler) -> R) -> R {
+    SCHEDULER.with(|s| f(&mut s.borrow_mut()))
+}
+
+/// Sets what runs a due job (the top layer), at load.
+pub fn init(run: fn(Ctx, Job)) {
+    with(|s| s.run = Some(run));
+}
+
+/// Runs `job` at `due` (server clock, ms).
+pub fn at(ctx: Ctx, due: Millis, job: Job) -> JobId {
+    let id = with(|s| {
+        s.seq += 1;
+        let id = JobId { due, seq: s.seq };
+        s.jobs.insert(id, job);
+        id
+    });
+    arm(ctx);
+    id
+}
+
+/// Runs `job` as soon as the event loop comes round (never inside the
+/// callback that asked).
+pub fn soon(ctx: Ctx, job: Job) -> JobId {
+    at(ctx, ctx.now(), job)
+}
+
+/// Takes a job back before it runs. The timer is left alone: if it was
+/// armed for this job, it finds nothing due and re-arms.
+pub fn cancel(id: JobId) -> Option<Job> {
+    with(|s| s.jobs.remove(&id))
+}
+
+/// Jobs waiting (the module must not unload while there are any).
+pub fn pending() -> usize {
+    with(|s| s.jobs.len())
+}
+
+/// Makes sure the server timer fires by the earliest job.
+fn arm(ctx: Ctx) {
+    let stale = with(|s| {
+        if s.running {
+            return None;
+        }
+        let first = s.jobs.keys().next()?.due;
+        match s.armed {
+            Some((_, at)) if at <= first => None,
+            _ => Some((s.armed.take(), first)),
+        }
+    });
+    let Some((old, first)) = stale else { return };
+    if let Some((old, _)) = old {
+        timer::stop(ctx, old);
+    }
+    let now = ctx.now();
+    let at = first.max(now);
+    let t = timer::start(ctx, at - now, (), fire);
+    with(|s| s.armed = Some((t, at)));
+}
+
+fn fire(ctx: Ctx, (): ()) {
+    // Jobs scheduled while this batch runs wait for the next one, so a job
+    // that keeps asking to run "soon" cannot keep the batch going.
+    let (run, last) = with(|s| {
+        s.armed = None;
+        s.running = true;
+        (s.run, s.seq)
+    });
+    let started = Instant::now();
+    while started.elapsed() < BUDGET {
+        let now = ctx.now();
+        let job = with(|s| {
+            let id = *s
+                .jobs
+                .keys()
+                .take_while(|id| id.due <= now)
+                .find(|id| id.seq <= last)?;
+            s.jobs.remove(&id)
+        });
+        let Some(job) = job else { break };
+        if let Some(run) = run {
+            // A panic in one job must not stop the others.
+            super::runtime::firewall::callback((), || run(ctx, job));
+        }
+    }
+    with(|s| s.running = false);
+    arm(ctx);
+}

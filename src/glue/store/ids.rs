@@ -1,0 +1,26 @@
+//! Identities that outlive a command: a waiter in a queue, a call waiting
+//! for replica acknowledgements, a client connection.
+
+/// A client waiting in a queue (`LOCK.ACQUIRE ... BLOCK`). Unique for the
+/// life of the process.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
+pub struct WaiterId(pub u64);
+
+/// A call whose reply waits for replica acknowledgements (`REPLICAS n ms`).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
+pub struct AckId(pub u64);
+
+/// A client connection (`CLIENT ID`).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
+pub struct ClientId(pub u64);
+
+/// Hands out increasing ids.
+#[derive(Default)]
+pub struct Counter(u64);
+
+impl Counter {
+    pub fn next(&mut self) -> u64 {
+        self.0 += 1;
+        self.0
+    }
+}

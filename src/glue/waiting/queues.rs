@@ -1,0 +1,250 @@
+//! The queues: one FIFO `WaitQueue` of `Waiter`s per lock (database, key),
+//! and where each waiter stands, so a waiter can leave from anywhere (its
+//! BLOCK time ran out, it disconnected) in O(log n).
+//!
+//! Touched only in short closures that never call into Redis, so a callback
+//! Redis makes while the module is inside a Redis call can always borrow it.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use super::handle::Blocked;
+use crate::core::Lease;
+use crate::core::queue::{Ticket, WaitQueue};
+use crate::core::request::Replicas;
+use crate::core::rules::Claim;
+use crate::core::serve::Waiting;
+use crate::glue::runtime::ffi::{OwnedStr, RStr};
+use crate::glue::scheduler::JobId;
+use crate::glue::store::QueueKey;
+use crate::glue::store::ids::{ClientId, Counter, WaiterId};
+
+/// A client parked in a queue, and what it asked for.
+pub struct Waiter {
+    pub id: WaiterId,
+    pub handle: Blocked,
+    /// Copied out of the command's arguments: it outlives the command.
+    pub owner: OwnedStr,
+    /// `*`: reply with the owner instead of the hold count.
+    pub generated: bool,
+    pub lease: Lease,
+    pub token: bool,
+    /// KEEPALIVE: tie the lock to this connection (the waiter's) when granted.
+    pub tie_to: Option<ClientId>,
+    /// REPLICAS: the grant is answered once acknowledged.
+    pub replicas: Option<Replicas>,
+    /// Its BLOCK timeout, if it has one.
+    pub timeout: Option<JobId>,
+}
+
+impl Waiting<RStr> for Waiter {
+    fn claim(&self) -> Claim<'_, RStr> {
+        Claim {
+            owner: &self.owner,
+            lease: self.lease,
+            token: self.token,
+        }
+    }
+}
+
+#[derive(Default)]
+pub struct KeyQueue {
+    pub queue: WaitQueue<Waiter>,
+    /// The hand-on at the holder's lease deadline.
+    pub hand_on: Option<JobId>,
+    /// A `Serve` already scheduled (foreign writes come in bursts).
+    pub serve: Option<JobId>,
+}
+
+#[derive(Default)]
+struct Registry {
+    ids: Counter,
+    /// db → key → queue. Keys are shared with every `QueueKey` of the queue.
+    queues: HashMap<i32, HashMap<Rc<[u8]>, KeyQueue>>,
+    places: HashMap<WaiterId, (QueueKey, Ticket)>,
+}
+
+thread_local! {
+    static REGISTRY: RefCell<Registry> = RefCell::new(Registry::default());
+}
+
+fn with<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
+    REGISTRY.with(|r| f(&mut r.borrow_mut()))
+}
+
+impl Registry {
+    fn queue_mut(&mut self, db: i32, key: &[u8]) -> Option<&mut KeyQueue> {
+        self.queues.get_mut(&db)?.get_mut(key)
+    }
+
+    /// The key's `QueueKey`, sharing the queue's copy of the name.
+    fn key_of(&self, db: i32, key: &[u8]) -> Option<QueueKey> {
+        let (name, _) = self.queues.get(&db)?.get_key_value(key)?;
+        Some(QueueKey {
+            db,
+            name: name.clone(),
+        })
+    }
+
+    /// Drops the key's queue if it is empty; returns its jobs to cancel.
+    fn drop_if_empty(&mut self, db: i32, key: &[u8]) -> Vec<JobId> {
+        let Some(per_db) = self.queues.get_mut(&db) else {
+            return Vec::new();
+        };
+        if !per_db.get(key).is_some_and(|q| q.queue.is_empty()) {
+            return Vec::new();
+        }
+        let jobs = per_db
+            .remove(key)
+            .map(|q| q.hand_on.into_iter().chain(q.serve).collect())
+            .unwrap_or_default();
+        if per_db.is_empty() {
+            self.queues.remove(&db);
+        }
+        if self.queues.is_empty() {
+            // Give the memory of past bursts back.
+            self.queues = HashMap::new();
+            self.places = HashMap::new();
+        }
+        jobs
+    }
+}
+
+/// The `QueueKey` of the queue at `key`, if there is one.
+pub fn queue_key(db: i32, key: &[u8]) -> Option<QueueKey> {
+    with(|r| r.key_of(db, key))
+}
+
+pub fn next_id() -> WaiterId {
+    with(|r| WaiterId(r.ids.next()))
+}
+
+/// How many clients wait for the lock at `key`.
+pub fn len(db: i32, key: &[u8]) -> usize {
+    with(|r| {
+        if r.queues.is_empty() {
+            return 0;
+        }
+        r.queues
+            .get(&db)
+            .and_then(|q| q.get(key))
+            .map_or(0, |q| q.queue.len())
+    })
+}
+
+/// Every waiter, and the number of keys they wait for (INFO).
+pub fn totals() -> (usize, usize) {
+    with(|r| {
+        let keys = r.queues.values().map(HashMap::len).sum();
+        (r.places.len(), keys)
+    })
+}
+
+/// Queues in `db` (all dbs if `None`): what a flush may have freed.
+pub fn keys(db: Option<i32>) -> Vec<QueueKey> {
+    with(|r| {
+        r.queues
+            .iter()
+            .filter(|(d, _)| db.is_none_or(|db| **d == db))
+            .flat_map(|(d, keys)| {
+                keys.keys().map(|name| QueueKey {
+                    db: *d,
+                    name: name.clone(),
+                })
+            })
+            .collect()
+    })
+}
+
+/// Parks a waiter at the tail of the key's queue.
+pub fn push(db: i32, key: &[u8], waiter: Waiter) -> QueueKey {
+    with(|r| {
+        let id = waiter.id;
+        let per_db = r.queues.entry(db).or_default();
+        let name: Rc<[u8]> = match per_db.get_key_value(key) {
+            Some((name, _)) => name.clone(),
+            None => Rc::from(key),
+        };
+        let ticket = per_db.entry(name.clone()).or_default().queue.push(waiter);
+        let qk = QueueKey { db, name };
+        r.places.insert(id, (qk.clone(), ticket));
+        qk
+    })
+}
+
+/// Sets a waiter's timeout job (scheduled once it is queued).
+pub fn set_timeout(id: WaiterId, job: JobId) {
+    with(|r| {
+        let Some((qk, ticket)) = r.places.get(&id).cloned() else {
+            return;
+        };
+        if let Some(w) = r
+            .queue_mut(qk.db, &qk.name)
+            .and_then(|q| q.queue.get_mut(ticket))
+        {
+            w.timeout = Some(job);
+        }
+    })
+}
+
+/// Takes a waiter out wherever it stands. Returns it and the jobs of its
+/// queue to cancel if the queue is now empty.
+pub fn remove(id: WaiterId) -> Option<(Waiter, Vec<JobId>)> {
+    with(|r| {
+        let (qk, ticket) = r.places.remove(&id)?;
+        let waiter = r.queue_mut(qk.db, &qk.name)?.queue.remove(ticket)?;
+        let jobs = r.drop_if_empty(qk.db, &qk.name);
+        Some((waiter, jobs))
+    })
+}
+
+/// Takes a key's whole queue out to be served (`put_back` returns it).
+/// While it is out, the key looks unqueued to nested callbacks, which is
+/// right: it is being served.
+pub fn take(db: i32, key: &[u8]) -> Option<(QueueKey, WaitQueue<Waiter>)> {
+    with(|r| {
+        let qk = r.key_of(db, key)?;
+        let q = r.queue_mut(db, key)?;
+        Some((qk, q.queue.detach()))
+    })
+}
+
+/// Puts a served queue back. The waiters served from it (granted or
+/// failed) have left: `left` forgets where they stood. Returns the jobs to
+/// cancel if the queue is now empty (then it is gone).
+pub fn put_back(qk: &QueueKey, queue: WaitQueue<Waiter>, left: &[WaiterId]) -> Option<Vec<JobId>> {
+    with(|r| {
+        for id in left {
+            r.places.remove(id);
+        }
+        let q = r.queue_mut(qk.db, &qk.name)?;
+        q.queue.attach(queue);
+        let empty = q.queue.is_empty();
+        empty.then(|| r.drop_if_empty(qk.db, &qk.name))
+    })
+}
+
+/// The key's queue, to read or change its jobs.
+pub fn with_queue<R>(db: i32, key: &[u8], f: impl FnOnce(&mut KeyQueue) -> R) -> Option<R> {
+    with(|r| r.queue_mut(db, key).map(f))
+}
+
+/// Empties every queue (the node stopped being a primary). Returns the
+/// waiters and every queue job to cancel.
+pub fn drain() -> (Vec<Waiter>, Vec<JobId>) {
+    with(|r| {
+        let mut waiters = Vec::new();
+        let mut jobs = Vec::new();
+        for (_, per_db) in r.queues.drain() {
+            for (_, mut q) in per_db {
+                jobs.extend(q.hand_on.into_iter().chain(q.serve));
+                while let Some((_, w)) = q.queue.pop_front() {
+                    waiters.push(w);
+                }
+            }
+        }
+        r.places.clear();
+        (waiters, jobs)
+    })
+}

@@ -1,0 +1,209 @@
+//! KEEPALIVE: locks tied to the connection that took them. While the
+//! connection lives, the scheduler renews the lease every third of it (a
+//! `Renew` job per tie); when it closes, the `Closed` job releases every
+//! tied lock at once. Ties are connection state: never persisted or
+//! replicated, gone after a restart or on a replica (the lease is the
+//! safety net there).
+//!
+//! A tie names the owner it was made for: it only ever renews or releases
+//! the lock while that owner holds it, so a stale tie (the lock was deleted
+//! behind the module's back and taken by someone else) does nothing and is
+//! dropped.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
+
+use crate::core::Lease;
+use crate::glue::runtime::ffi::{Ctx, OwnedStr};
+use crate::glue::scheduler::{self, Job, JobId};
+use crate::glue::store::QueueKey;
+use crate::glue::store::ids::ClientId;
+
+struct Tie {
+    client: ClientId,
+    owner: OwnedStr,
+    lease: Lease,
+    renew: JobId,
+}
+
+#[derive(Default)]
+struct Ties {
+    keys: HashMap<i32, HashMap<Rc<[u8]>, Tie>>,
+    clients: HashMap<ClientId, HashSet<QueueKey>>,
+    count: usize,
+}
+
+thread_local! {
+    static TIES: RefCell<Ties> = RefCell::new(Ties::default());
+}
+
+fn with<R>(f: impl FnOnce(&mut Ties) -> R) -> R {
+    TIES.with(|t| f(&mut t.borrow_mut()))
+}
+
+impl Ties {
+    fn remove(&mut self, db: i32, key: &[u8]) -> Option<(QueueKey, Tie)> {
+        let per_db = self.keys.get_mut(&db)?;
+        let (name, tie) = per_db.remove_entry(key)?;
+        if per_db.is_empty() {
+            self.keys.remove(&db);
+        }
+        let qk = QueueKey { db, name };
+        if let Some(set) = self.clients.get_mut(&tie.client) {
+            set.remove(&qk);
+            if set.is_empty() {
+                self.clients.remove(&tie.client);
+            }
+        }
+        self.count -= 1;
+        Some((qk, tie))
+    }
+}
+
+/// Tied locks (INFO).
+pub fn count() -> usize {
+    with(|t| t.count)
+}
+
+/// Ties the lock at `qk`, held by `owner`, to `client` (moving any tie it
+/// had to another connection), and schedules its first renewal.
+pub fn tie(ctx: Ctx, qk: QueueKey, client: ClientId, owner: OwnedStr, lease: Lease) {
+    untie(qk.db, &qk.name);
+    let renew = scheduler::at(
+        ctx,
+        ctx.now().saturating_add(lease.renew_every()),
+        Job::Renew(qk.clone()),
+    );
+    with(|t| {
+        t.clients.entry(client).or_default().insert(qk.clone());
+        t.keys.entry(qk.db).or_default().insert(
+            qk.name,
+            Tie {
+                client,
+                owner,
+                lease,
+                renew,
+            },
+        );
+        t.count += 1;
+    });
+}
+
+/// Unties the lock at `key` (LOCK.RENEW without KEEPALIVE, the lock freed).
+pub fn untie(db: i32, key: &[u8]) -> bool {
+    let removed = with(|t| {
+        if t.count == 0 {
+            return None;
+        }
+        t.remove(db, key)
+    });
+    match removed {
+        Some((_, tie)) => {
+            scheduler::cancel(tie.renew);
+            true
+        }
+        None => false,
+    }
+}
+
+/// The tied lock's lease was just set by its owner (a re-entry): renew by
+/// the new lease from now on.
+pub fn retime(ctx: Ctx, db: i32, key: &[u8], owner: &[u8], lease: Lease) {
+    let old = with(|t| {
+        if t.count == 0 {
+            return None;
+        }
+        let tie = t.keys.get_mut(&db)?.get_mut(key)?;
+        if tie.owner.as_ref() != owner {
+            return None;
+        }
+        tie.lease = lease;
+        Some(tie.renew)
+    });
+    if let Some(old) = old {
+        scheduler::cancel(old);
+        let qk = with(|t| {
+            let (name, _) = t.keys.get(&db)?.get_key_value(key)?;
+            Some(QueueKey {
+                db,
+                name: name.clone(),
+            })
+        });
+        if let Some(qk) = qk {
+            reschedule(ctx, qk);
+        }
+    }
+}
+
+/// Whether the lock at `key` is tied for `owner` (LOCK.INFO).
+pub fn is_tied(db: i32, key: &[u8], owner: &[u8]) -> bool {
+    with(|t| {
+        t.count > 0
+            && t.keys
+                .get(&db)
+                .and_then(|k| k.get(key))
+                .is_some_and(|tie| tie.owner.as_ref() == owner)
+    })
+}
+
+/// What a due renewal needs: the owner (a copy: the renewal calls into
+/// Redis, where the table may not stay borrowed) and the lease.
+pub fn renewal(qk: &QueueKey) -> Option<(OwnedStr, Lease)> {
+    with(|t| {
+        let tie = t.keys.get(&qk.db)?.get(&qk.name)?;
+        Some((OwnedStr::new(tie.owner.as_ref()), tie.lease))
+    })
+}
+
+/// Schedules the next renewal of a tie, one interval from now.
+pub fn reschedule(ctx: Ctx, qk: QueueKey) {
+    let Some(lease) = with(|t| Some(t.keys.get(&qk.db)?.get(&qk.name)?.lease)) else {
+        return;
+    };
+    let due = ctx.now().saturating_add(lease.renew_every());
+    let job = scheduler::at(ctx, due, Job::Renew(qk.clone()));
+    let stale = with(|t| {
+        let tie = t.keys.get_mut(&qk.db)?.get_mut(&qk.name)?;
+        Some(std::mem::replace(&mut tie.renew, job))
+    });
+    if let Some(stale) = stale {
+        scheduler::cancel(stale);
+    }
+}
+
+/// Whether `client` has tied locks (a disconnect worth acting on).
+pub fn has_client(client: ClientId) -> bool {
+    with(|t| t.count > 0 && t.clients.contains_key(&client))
+}
+
+/// Removes every tie of a closed connection: the locks to release, each
+/// with the owner it was tied for.
+pub fn closed(client: ClientId) -> Vec<(QueueKey, OwnedStr)> {
+    let removed: Vec<(QueueKey, Tie)> = with(|t| {
+        let keys = t.clients.remove(&client).unwrap_or_default();
+        keys.into_iter()
+            .filter_map(|qk| {
+                // The client's set was removed already; `remove` skips it.
+                t.remove(qk.db, &qk.name)
+            })
+            .collect()
+    });
+    removed
+        .into_iter()
+        .map(|(qk, tie)| {
+            scheduler::cancel(tie.renew);
+            (qk, tie.owner)
+        })
+        .collect()
+}
+
+/// Drops every tie (the node stopped being a primary).
+pub fn clear() {
+    let all = with(std::mem::take);
+    for (_, per_db) in all.keys {
+        for (_, tie) in per_db {
+            scheduler::cancel(tie.renew);
+        }
+    }
+}
