@@ -29,6 +29,10 @@ pub enum Opt {
 }
 
 impl Opt {
+    const fn bit(self) -> u8 {
+        1 << self as u8
+    }
+
     /// How it reads in an error message and in COMMAND DOCS.
     pub fn usage(self) -> &'static str {
         match self {
@@ -64,6 +68,8 @@ pub struct CommandSpec {
     /// Fixed arguments after the key (`owner`).
     pub takes_owner: bool,
     pub options: &'static [Opt],
+    /// `options` as bits, for the parser's hot path.
+    pub option_bits: u8,
     /// Redis command flags.
     pub flags: &'static str,
     /// ACL categories (servers that support setting them, 7.2+).
@@ -77,19 +83,33 @@ pub struct CommandSpec {
     pub expected: &'static str,
 }
 
+const fn bits(options: &[Opt]) -> u8 {
+    let mut bits = 0;
+    let mut i = 0;
+    while i < options.len() {
+        bits |= options[i].bit();
+        i += 1;
+    }
+    bits
+}
+
+const ACQUIRE_OPTIONS: &[Opt] = &[
+    Opt::Lease,
+    Opt::Block,
+    Opt::KeepAlive,
+    Opt::Token,
+    Opt::Replicas,
+];
+const RENEW_OPTIONS: &[Opt] = &[Opt::Lease, Opt::KeepAlive, Opt::Replicas];
+
 pub const COMMANDS: [CommandSpec; 5] = [
     CommandSpec {
         command: Command::Acquire,
         name: "lock.acquire",
         arity: -3,
         takes_owner: true,
-        options: &[
-            Opt::Lease,
-            Opt::Block,
-            Opt::KeepAlive,
-            Opt::Token,
-            Opt::Replicas,
-        ],
+        options: ACQUIRE_OPTIONS,
+        option_bits: bits(ACQUIRE_OPTIONS),
         flags: "write deny-oom",
         acl: "write slow blocking",
         access: KeyAccess::Update,
@@ -104,6 +124,7 @@ pub const COMMANDS: [CommandSpec; 5] = [
         arity: 3,
         takes_owner: true,
         options: &[],
+        option_bits: 0,
         flags: "write fast",
         acl: "write fast",
         access: KeyAccess::Update,
@@ -117,7 +138,8 @@ pub const COMMANDS: [CommandSpec; 5] = [
         name: "lock.renew",
         arity: -3,
         takes_owner: true,
-        options: &[Opt::Lease, Opt::KeepAlive, Opt::Replicas],
+        options: RENEW_OPTIONS,
+        option_bits: bits(RENEW_OPTIONS),
         flags: "write fast",
         acl: "write fast",
         access: KeyAccess::Update,
@@ -132,6 +154,7 @@ pub const COMMANDS: [CommandSpec; 5] = [
         arity: 2,
         takes_owner: false,
         options: &[],
+        option_bits: 0,
         flags: "readonly fast",
         acl: "read fast",
         access: KeyAccess::Read,
@@ -146,6 +169,7 @@ pub const COMMANDS: [CommandSpec; 5] = [
         arity: 2,
         takes_owner: false,
         options: &[],
+        option_bits: 0,
         flags: "write fast",
         acl: "write fast",
         access: KeyAccess::Delete,
@@ -169,6 +193,11 @@ impl Command {
     pub fn arity(self) -> i32 {
         self.spec().arity
     }
+
+    /// Whether the command takes `opt`.
+    pub fn takes(self, opt: Opt) -> bool {
+        self.spec().option_bits & opt.bit() != 0
+    }
 }
 
 #[cfg(test)]
@@ -191,6 +220,7 @@ mod tests {
                     assert!(spec.expected.contains(word), "{} {word}", spec.name);
                 }
             }
+            assert_eq!(spec.option_bits, bits(spec.options));
             assert_eq!(spec.writes, spec.access != KeyAccess::Read);
             assert_eq!(spec.flags.starts_with("write"), spec.writes);
         }

@@ -139,21 +139,17 @@ struct Options {
 
 /// Which option a word names, if the command takes it.
 fn option_named(command: Command, word: &[u8]) -> Option<Opt> {
-    let is = |w: &str| word.eq_ignore_ascii_case(w.as_bytes());
-    let opt = if is("PX") || is("EX") {
-        Opt::Lease
-    } else if is("BLOCK") {
-        Opt::Block
-    } else if is("KEEPALIVE") {
-        Opt::KeepAlive
-    } else if is("TOKEN") {
-        Opt::Token
-    } else if is("REPLICAS") {
-        Opt::Replicas
-    } else {
-        return None;
+    let is = |w: &[u8]| word.eq_ignore_ascii_case(w);
+    // By length first: this runs for every option of every call.
+    let opt = match word.len() {
+        2 if is(b"PX") || is(b"EX") => Opt::Lease,
+        5 if is(b"BLOCK") => Opt::Block,
+        5 if is(b"TOKEN") => Opt::Token,
+        8 if is(b"REPLICAS") => Opt::Replicas,
+        9 if is(b"KEEPALIVE") => Opt::KeepAlive,
+        _ => return None,
     };
-    command.spec().options.contains(&opt).then_some(opt)
+    command.takes(opt).then_some(opt)
 }
 
 fn parse_options<A: AsRef<[u8]>>(command: Command, mut rest: &[A]) -> LockResult<Options> {

@@ -4,11 +4,11 @@
 //! span; it is a guard, so a panic inside the span (caught by the firewall)
 //! cannot leave the mark set and silence every later foreign event.
 
-use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-thread_local! {
-    static OWN_EVENT: Cell<bool> = const { Cell::new(false) };
-}
+/// A static, not a thread-local: Redis calls modules on one thread, and a
+/// thread-local in a shared library costs a TLS lookup on every write.
+static OWN_EVENT: AtomicBool = AtomicBool::new(false);
 
 pub struct OwnEvent {
     was: bool,
@@ -17,18 +17,18 @@ pub struct OwnEvent {
 impl OwnEvent {
     pub fn mark() -> OwnEvent {
         OwnEvent {
-            was: OWN_EVENT.with(|own| own.replace(true)),
+            was: OWN_EVENT.swap(true, Ordering::Relaxed),
         }
     }
 }
 
 impl Drop for OwnEvent {
     fn drop(&mut self) {
-        OWN_EVENT.with(|own| own.set(self.was));
+        OWN_EVENT.store(self.was, Ordering::Relaxed);
     }
 }
 
 /// Whether the event being delivered now is one of the module's own.
 pub fn is_own_event() -> bool {
-    OWN_EVENT.with(Cell::get)
+    OWN_EVENT.load(Ordering::Relaxed)
 }

@@ -8,6 +8,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::handle::Blocked;
 use crate::core::Lease;
@@ -69,6 +70,11 @@ thread_local! {
     static REGISTRY: RefCell<Registry> = RefCell::new(Registry::default());
 }
 
+/// How many clients wait, in all queues: every LOCK.* call asks whether
+/// anyone waits for its key, and almost always nobody does anywhere. A
+/// static answers that without a thread-local lookup.
+static WAITING: AtomicUsize = AtomicUsize::new(0);
+
 fn with<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
     REGISTRY.with(|r| f(&mut r.borrow_mut()))
 }
@@ -122,10 +128,10 @@ pub fn next_id() -> WaiterId {
 
 /// How many clients wait for the lock at `key`.
 pub fn len(db: i32, key: &[u8]) -> usize {
+    if WAITING.load(Ordering::Relaxed) == 0 {
+        return 0;
+    }
     with(|r| {
-        if r.queues.is_empty() {
-            return 0;
-        }
         r.queues
             .get(&db)
             .and_then(|q| q.get(key))
@@ -169,6 +175,7 @@ pub fn push(db: i32, key: &[u8], waiter: Waiter) -> QueueKey {
         let ticket = per_db.entry(name.clone()).or_default().queue.push(waiter);
         let qk = QueueKey { db, name };
         r.places.insert(id, (qk.clone(), ticket));
+        WAITING.fetch_add(1, Ordering::Relaxed);
         qk
     })
 }
@@ -194,6 +201,7 @@ pub fn remove(id: WaiterId) -> Option<(Waiter, Vec<JobId>)> {
     with(|r| {
         let (qk, ticket) = r.places.remove(&id)?;
         let waiter = r.queue_mut(qk.db, &qk.name)?.queue.remove(ticket)?;
+        WAITING.fetch_sub(1, Ordering::Relaxed);
         let jobs = r.drop_if_empty(qk.db, &qk.name);
         Some((waiter, jobs))
     })
@@ -216,7 +224,9 @@ pub fn take(db: i32, key: &[u8]) -> Option<(QueueKey, WaitQueue<Waiter>)> {
 pub fn put_back(qk: &QueueKey, queue: WaitQueue<Waiter>, left: &[WaiterId]) -> Option<Vec<JobId>> {
     with(|r| {
         for id in left {
-            r.places.remove(id);
+            if r.places.remove(id).is_some() {
+                WAITING.fetch_sub(1, Ordering::Relaxed);
+            }
         }
         let q = r.queue_mut(qk.db, &qk.name)?;
         q.queue.attach(queue);
@@ -245,6 +255,7 @@ pub fn drain() -> (Vec<Waiter>, Vec<JobId>) {
             }
         }
         r.places.clear();
+        WAITING.store(0, Ordering::Relaxed);
         (waiters, jobs)
     })
 }

@@ -13,6 +13,7 @@
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::core::Lease;
 use crate::glue::runtime::ffi::{Ctx, OwnedStr};
@@ -31,7 +32,15 @@ struct Tie {
 struct Ties {
     keys: HashMap<i32, HashMap<Rc<[u8]>, Tie>>,
     clients: HashMap<ClientId, HashSet<QueueKey>>,
-    count: usize,
+}
+
+/// Tied locks: every RELEASE, RENEW and re-entry asks whether its lock is
+/// tied, and without KEEPALIVE none is. A static answers without a
+/// thread-local lookup.
+static TIED: AtomicUsize = AtomicUsize::new(0);
+
+fn none_tied() -> bool {
+    TIED.load(Ordering::Relaxed) == 0
 }
 
 thread_local! {
@@ -56,14 +65,14 @@ impl Ties {
                 self.clients.remove(&tie.client);
             }
         }
-        self.count -= 1;
+        TIED.fetch_sub(1, Ordering::Relaxed);
         Some((qk, tie))
     }
 }
 
 /// Tied locks (INFO).
 pub fn count() -> usize {
-    with(|t| t.count)
+    TIED.load(Ordering::Relaxed)
 }
 
 /// Ties the lock at `qk`, held by `owner`, to `client` (moving any tie it
@@ -86,18 +95,16 @@ pub fn tie(ctx: Ctx, qk: QueueKey, client: ClientId, owner: OwnedStr, lease: Lea
                 renew,
             },
         );
-        t.count += 1;
+        TIED.fetch_add(1, Ordering::Relaxed);
     });
 }
 
 /// Unties the lock at `key` (LOCK.RENEW without KEEPALIVE, the lock freed).
 pub fn untie(db: i32, key: &[u8]) -> bool {
-    let removed = with(|t| {
-        if t.count == 0 {
-            return None;
-        }
-        t.remove(db, key)
-    });
+    if none_tied() {
+        return false;
+    }
+    let removed = with(|t| t.remove(db, key));
     match removed {
         Some((_, tie)) => {
             scheduler::cancel(tie.renew);
@@ -110,10 +117,10 @@ pub fn untie(db: i32, key: &[u8]) -> bool {
 /// The tied lock's lease was just set by its owner (a re-entry): renew by
 /// the new lease from now on.
 pub fn retime(ctx: Ctx, db: i32, key: &[u8], owner: &[u8], lease: Lease) {
+    if none_tied() {
+        return;
+    }
     let old = with(|t| {
-        if t.count == 0 {
-            return None;
-        }
         let tie = t.keys.get_mut(&db)?.get_mut(key)?;
         if tie.owner.as_ref() != owner {
             return None;
@@ -138,9 +145,11 @@ pub fn retime(ctx: Ctx, db: i32, key: &[u8], owner: &[u8], lease: Lease) {
 
 /// Whether the lock at `key` is tied for `owner` (LOCK.INFO).
 pub fn is_tied(db: i32, key: &[u8], owner: &[u8]) -> bool {
+    if none_tied() {
+        return false;
+    }
     with(|t| {
-        t.count > 0
-            && t.keys
+        t.keys
                 .get(&db)
                 .and_then(|k| k.get(key))
                 .is_some_and(|tie| tie.owner.as_ref() == owner)
@@ -174,7 +183,7 @@ pub fn reschedule(ctx: Ctx, qk: QueueKey) {
 
 /// Whether `client` has tied locks (a disconnect worth acting on).
 pub fn has_client(client: ClientId) -> bool {
-    with(|t| t.count > 0 && t.clients.contains_key(&client))
+    !none_tied() && with(|t| t.clients.contains_key(&client))
 }
 
 /// Removes every tie of a closed connection: the locks to release, each
@@ -201,6 +210,7 @@ pub fn closed(client: ClientId) -> Vec<(QueueKey, OwnedStr)> {
 /// Drops every tie (the node stopped being a primary).
 pub fn clear() {
     let all = with(std::mem::take);
+    TIED.store(0, Ordering::Relaxed);
     for (_, per_db) in all.keys {
         for (_, tie) in per_db {
             scheduler::cancel(tie.renew);
