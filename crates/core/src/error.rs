@@ -41,9 +41,13 @@ pub enum LockError {
     TokenOverflow,
     /// TOKEN on a key whose token counter hashes to another cluster slot.
     TokenCrossSlot,
-    /// Fewer replicas than asked for acknowledged the call's writes in time
-    /// (or were connected at all); its effect was undone.
-    NoReplicas { wanted: i64, acked: i64 },
+    /// Fewer replicas than asked for were online at the call (nothing was
+    /// done), or acknowledged its writes in time (they were undone).
+    NoReplicas {
+        wanted: i64,
+        acked: i64,
+        waited: bool,
+    },
     /// A LOCK.* write on a replica.
     ReadOnly,
     /// A waiter whose node stopped being a primary.
@@ -97,8 +101,19 @@ impl LockError {
             LockError::TokenCrossSlot => Cow::Borrowed(
                 "CROSSSLOT the key's fencing-token counter (redisson_lock_token:...) hashes to another slot; give the key a hash tag",
             ),
-            LockError::NoReplicas { wanted, acked } => Cow::Owned(format!(
-                "NOREPLICAS not enough replicas: {acked} of {wanted} acknowledged in time; the call had no effect"
+            LockError::NoReplicas {
+                wanted,
+                acked,
+                waited: false,
+            } => Cow::Owned(format!(
+                "NOREPLICAS not enough replicas online: {acked} of {wanted}; nothing was done"
+            )),
+            LockError::NoReplicas {
+                wanted,
+                acked,
+                waited: true,
+            } => Cow::Owned(format!(
+                "NOREPLICAS not enough replicas acknowledged in time: {acked} of {wanted}; the call was undone"
             )),
             LockError::ReadOnly => {
                 Cow::Borrowed("READONLY You can't write against a read only replica.")

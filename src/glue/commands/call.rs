@@ -100,6 +100,7 @@ impl Call {
             return Err(LockError::NoReplicas {
                 wanted: replicas.count,
                 acked: online,
+                waited: false,
             });
         }
         Ok(Some(replicas))

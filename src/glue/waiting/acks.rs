@@ -99,6 +99,7 @@ pub fn wait(
             error: LockError::NoReplicas {
                 wanted: replicas.count,
                 acked: online,
+                waited: false,
             },
         });
     }
@@ -143,6 +144,7 @@ pub fn leave(id: AckId) -> Option<Left> {
         error: LockError::NoReplicas {
             wanted: wait.wanted,
             acked: wait.acked,
+            waited: true,
         },
     })
 }
