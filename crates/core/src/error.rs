@@ -162,6 +162,12 @@ mod tests {
             LockError::NoReplicas {
                 wanted: 2,
                 acked: 1,
+                waited: true,
+            },
+            LockError::NoReplicas {
+                wanted: 2,
+                acked: 0,
+                waited: false,
             },
             LockError::ReadOnly,
             LockError::Unblocked,
