@@ -10,7 +10,7 @@ mod queue_key;
 
 pub use key::{LockKey, Mode, ONE};
 pub use own_event::{OwnEvent, is_own_event};
-pub use queue_key::QueueKey;
+pub use queue_key::{KeyRef, QueueKey};
 
 pub mod ids;
 pub mod notify;

@@ -7,10 +7,27 @@
 use std::fmt;
 use std::rc::Rc;
 
+use hashbrown::Equivalent;
+
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct QueueKey {
     pub db: i32,
     pub name: Rc<[u8]>,
+}
+
+/// A lock named by borrowed bytes (a command's argument): looks up a
+/// `QueueKey` in a map without copying the name. Hashes exactly as
+/// `QueueKey` does (the db, then the bytes).
+#[derive(Hash)]
+pub struct KeyRef<'a> {
+    pub db: i32,
+    pub name: &'a [u8],
+}
+
+impl Equivalent<QueueKey> for KeyRef<'_> {
+    fn equivalent(&self, key: &QueueKey) -> bool {
+        self.db == key.db && *self.name == *key.name
+    }
 }
 
 impl QueueKey {

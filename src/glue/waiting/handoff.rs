@@ -29,7 +29,7 @@ use crate::glue::runtime::ffi::{Ctx, OwnedStr};
 use crate::glue::runtime::reply::Granted;
 use crate::glue::scheduler::{self, Job};
 use crate::glue::stats;
-use crate::glue::store::{LockKey, Mode, QueueKey, notify, server};
+use crate::glue::store::{LockKey, Mode, OwnEvent, QueueKey, notify, server};
 
 /// The lock at `lock` was just freed: the next waiter gets it, or the
 /// unlock is published. Any tie it had is gone with it.
@@ -47,9 +47,6 @@ pub fn serve(ctx: Ctx, lock: &mut LockKey<'_>) -> bool {
     let db = ctx.db();
     let key = lock.name().as_ref();
     // No queue: the common release has nothing more to do here.
-    if queues::len(db, key) == 0 {
-        return false;
-    }
     let Some((qk, mut queue)) = queues::take(db, key) else {
         return false;
     };
@@ -174,7 +171,12 @@ pub fn serve_key(ctx: Ctx, qk: &QueueKey) {
         // owner is set.
         return;
     }
-    let mut lock = LockKey::open(ctx, &name, Mode::Write);
+    // Opening the key expires it if its lease is over; that `expired` event
+    // is ours to ignore: the queue is being served right here.
+    let mut lock = {
+        let _own = OwnEvent::mark();
+        LockKey::open(ctx, &name, Mode::Write)
+    };
     serve(ctx, &mut lock);
 }
 

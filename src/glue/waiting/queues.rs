@@ -6,9 +6,9 @@
 //! Redis makes while the module is inside a Redis call can always borrow it.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
-use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+use hashbrown::HashMap;
 
 use super::handle::Blocked;
 use crate::core::Lease;
@@ -18,8 +18,8 @@ use crate::core::rules::Claim;
 use crate::core::serve::Waiting;
 use crate::glue::runtime::ffi::{OwnedStr, RStr};
 use crate::glue::scheduler::JobId;
-use crate::glue::store::QueueKey;
 use crate::glue::store::ids::{ClientId, Counter, WaiterId};
+use crate::glue::store::{KeyRef, QueueKey};
 
 /// A client parked in a queue, and what it asked for.
 pub struct Waiter {
@@ -61,8 +61,8 @@ pub struct KeyQueue {
 #[derive(Default)]
 struct Registry {
     ids: Counter,
-    /// db → key → queue. Keys are shared with every `QueueKey` of the queue.
-    queues: HashMap<i32, HashMap<Rc<[u8]>, KeyQueue>>,
+    /// Keys are shared with every `QueueKey` of the queue.
+    queues: HashMap<QueueKey, KeyQueue>,
     places: HashMap<WaiterId, (QueueKey, Ticket)>,
 }
 
@@ -80,34 +80,20 @@ fn with<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
 }
 
 impl Registry {
-    fn queue_mut(&mut self, db: i32, key: &[u8]) -> Option<&mut KeyQueue> {
-        self.queues.get_mut(&db)?.get_mut(key)
+    fn queue_mut(&mut self, db: i32, name: &[u8]) -> Option<&mut KeyQueue> {
+        self.queues.get_mut(&KeyRef { db, name })
     }
 
-    /// The key's `QueueKey`, sharing the queue's copy of the name.
-    fn key_of(&self, db: i32, key: &[u8]) -> Option<QueueKey> {
-        let (name, _) = self.queues.get(&db)?.get_key_value(key)?;
-        Some(QueueKey {
-            db,
-            name: name.clone(),
-        })
-    }
-
-    /// Drops the key's queue if it is empty; returns its jobs to cancel.
-    fn drop_if_empty(&mut self, db: i32, key: &[u8]) -> Vec<JobId> {
-        let Some(per_db) = self.queues.get_mut(&db) else {
-            return Vec::new();
-        };
-        if !per_db.get(key).is_some_and(|q| q.queue.is_empty()) {
+    /// Drops the queue at `qk` if it is empty; returns its jobs to cancel.
+    fn drop_if_empty(&mut self, qk: &QueueKey) -> Vec<JobId> {
+        if !self.queues.get(qk).is_some_and(|q| q.queue.is_empty()) {
             return Vec::new();
         }
-        let jobs = per_db
-            .remove(key)
+        let jobs = self
+            .queues
+            .remove(qk)
             .map(|q| q.hand_on.into_iter().chain(q.serve).collect())
             .unwrap_or_default();
-        if per_db.is_empty() {
-            self.queues.remove(&db);
-        }
         if self.queues.is_empty() {
             // Give the memory of past bursts back.
             self.queues = HashMap::new();
@@ -119,7 +105,10 @@ impl Registry {
 
 /// The `QueueKey` of the queue at `key`, if there is one.
 pub fn queue_key(db: i32, key: &[u8]) -> Option<QueueKey> {
-    with(|r| r.key_of(db, key))
+    with(|r| {
+        let (qk, _) = r.queues.get_key_value(&KeyRef { db, name: key })?;
+        Some(qk.clone())
+    })
 }
 
 pub fn next_id() -> WaiterId {
@@ -131,34 +120,21 @@ pub fn len(db: i32, key: &[u8]) -> usize {
     if WAITING.load(Ordering::Relaxed) == 0 {
         return 0;
     }
-    with(|r| {
-        r.queues
-            .get(&db)
-            .and_then(|q| q.get(key))
-            .map_or(0, |q| q.queue.len())
-    })
+    with(|r| r.queue_mut(db, key).map_or(0, |q| q.queue.len()))
 }
 
 /// Every waiter, and the number of keys they wait for (INFO).
 pub fn totals() -> (usize, usize) {
-    with(|r| {
-        let keys = r.queues.values().map(HashMap::len).sum();
-        (r.places.len(), keys)
-    })
+    with(|r| (r.places.len(), r.queues.len()))
 }
 
 /// Queues in `db` (all dbs if `None`): what a flush may have freed.
 pub fn keys(db: Option<i32>) -> Vec<QueueKey> {
     with(|r| {
         r.queues
-            .iter()
-            .filter(|(d, _)| db.is_none_or(|db| **d == db))
-            .flat_map(|(d, keys)| {
-                keys.keys().map(|name| QueueKey {
-                    db: *d,
-                    name: name.clone(),
-                })
-            })
+            .keys()
+            .filter(|qk| db.is_none_or(|db| qk.db == db))
+            .cloned()
             .collect()
     })
 }
@@ -167,13 +143,16 @@ pub fn keys(db: Option<i32>) -> Vec<QueueKey> {
 pub fn push(db: i32, key: &[u8], waiter: Waiter) -> QueueKey {
     with(|r| {
         let id = waiter.id;
-        let per_db = r.queues.entry(db).or_default();
-        let name: Rc<[u8]> = match per_db.get_key_value(key) {
-            Some((name, _)) => name.clone(),
-            None => Rc::from(key),
+        let (qk, ticket) = match r.queues.get_key_value_mut(&KeyRef { db, name: key }) {
+            Some((qk, q)) => (qk.clone(), q.queue.push(waiter)),
+            None => {
+                let qk = QueueKey::new(db, key);
+                let mut q = KeyQueue::default();
+                let ticket = q.queue.push(waiter);
+                r.queues.insert(qk.clone(), q);
+                (qk, ticket)
+            }
         };
-        let ticket = per_db.entry(name.clone()).or_default().queue.push(waiter);
-        let qk = QueueKey { db, name };
         r.places.insert(id, (qk.clone(), ticket));
         WAITING.fetch_add(1, Ordering::Relaxed);
         qk
@@ -183,13 +162,12 @@ pub fn push(db: i32, key: &[u8], waiter: Waiter) -> QueueKey {
 /// Sets a waiter's timeout job (scheduled once it is queued).
 pub fn set_timeout(id: WaiterId, job: JobId) {
     with(|r| {
-        let Some((qk, ticket)) = r.places.get(&id).cloned() else {
+        let Some((qk, ticket)) = r.places.get(&id) else {
             return;
         };
-        if let Some(w) = r
-            .queue_mut(qk.db, &qk.name)
-            .and_then(|q| q.queue.get_mut(ticket))
-        {
+        let ticket = *ticket;
+        let qk = qk.clone();
+        if let Some(w) = r.queues.get_mut(&qk).and_then(|q| q.queue.get_mut(ticket)) {
             w.timeout = Some(job);
         }
     })
@@ -200,9 +178,9 @@ pub fn set_timeout(id: WaiterId, job: JobId) {
 pub fn remove(id: WaiterId) -> Option<(Waiter, Vec<JobId>)> {
     with(|r| {
         let (qk, ticket) = r.places.remove(&id)?;
-        let waiter = r.queue_mut(qk.db, &qk.name)?.queue.remove(ticket)?;
+        let waiter = r.queues.get_mut(&qk)?.queue.remove(ticket)?;
         WAITING.fetch_sub(1, Ordering::Relaxed);
-        let jobs = r.drop_if_empty(qk.db, &qk.name);
+        let jobs = r.drop_if_empty(&qk);
         Some((waiter, jobs))
     })
 }
@@ -211,10 +189,12 @@ pub fn remove(id: WaiterId) -> Option<(Waiter, Vec<JobId>)> {
 /// While it is out, the key looks unqueued to nested callbacks, which is
 /// right: it is being served.
 pub fn take(db: i32, key: &[u8]) -> Option<(QueueKey, WaitQueue<Waiter>)> {
+    if WAITING.load(Ordering::Relaxed) == 0 {
+        return None;
+    }
     with(|r| {
-        let qk = r.key_of(db, key)?;
-        let q = r.queue_mut(db, key)?;
-        Some((qk, q.queue.detach()))
+        let (qk, q) = r.queues.get_key_value_mut(&KeyRef { db, name: key })?;
+        Some((qk.clone(), q.queue.detach()))
     })
 }
 
@@ -228,10 +208,10 @@ pub fn put_back(qk: &QueueKey, queue: WaitQueue<Waiter>, left: &[WaiterId]) -> O
                 WAITING.fetch_sub(1, Ordering::Relaxed);
             }
         }
-        let q = r.queue_mut(qk.db, &qk.name)?;
+        let q = r.queues.get_mut(qk)?;
         q.queue.attach(queue);
         let empty = q.queue.is_empty();
-        empty.then(|| r.drop_if_empty(qk.db, &qk.name))
+        empty.then(|| r.drop_if_empty(qk))
     })
 }
 
@@ -246,12 +226,10 @@ pub fn drain() -> (Vec<Waiter>, Vec<JobId>) {
     with(|r| {
         let mut waiters = Vec::new();
         let mut jobs = Vec::new();
-        for (_, per_db) in r.queues.drain() {
-            for (_, mut q) in per_db {
-                jobs.extend(q.hand_on.into_iter().chain(q.serve));
-                while let Some((_, w)) = q.queue.pop_front() {
-                    waiters.push(w);
-                }
+        for (_, mut q) in r.queues.drain() {
+            jobs.extend(q.hand_on.into_iter().chain(q.serve));
+            while let Some((_, w)) = q.queue.pop_front() {
+                waiters.push(w);
             }
         }
         r.places.clear();

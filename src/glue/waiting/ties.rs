@@ -11,15 +11,15 @@
 //! dropped.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
-use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+use hashbrown::{HashMap, HashSet};
 
 use crate::core::Lease;
 use crate::glue::runtime::ffi::{Ctx, OwnedStr};
 use crate::glue::scheduler::{self, Job, JobId};
-use crate::glue::store::QueueKey;
 use crate::glue::store::ids::ClientId;
+use crate::glue::store::{KeyRef, QueueKey};
 
 struct Tie {
     client: ClientId,
@@ -30,7 +30,7 @@ struct Tie {
 
 #[derive(Default)]
 struct Ties {
-    keys: HashMap<i32, HashMap<Rc<[u8]>, Tie>>,
+    keys: HashMap<QueueKey, Tie>,
     clients: HashMap<ClientId, HashSet<QueueKey>>,
 }
 
@@ -53,12 +53,7 @@ fn with<R>(f: impl FnOnce(&mut Ties) -> R) -> R {
 
 impl Ties {
     fn remove(&mut self, db: i32, key: &[u8]) -> Option<(QueueKey, Tie)> {
-        let per_db = self.keys.get_mut(&db)?;
-        let (name, tie) = per_db.remove_entry(key)?;
-        if per_db.is_empty() {
-            self.keys.remove(&db);
-        }
-        let qk = QueueKey { db, name };
+        let (qk, tie) = self.keys.remove_entry(&KeyRef { db, name: key })?;
         if let Some(set) = self.clients.get_mut(&tie.client) {
             set.remove(&qk);
             if set.is_empty() {
@@ -86,8 +81,8 @@ pub fn tie(ctx: Ctx, qk: QueueKey, client: ClientId, owner: OwnedStr, lease: Lea
     );
     with(|t| {
         t.clients.entry(client).or_default().insert(qk.clone());
-        t.keys.entry(qk.db).or_default().insert(
-            qk.name,
+        t.keys.insert(
+            qk,
             Tie {
                 client,
                 owner,
@@ -121,7 +116,7 @@ pub fn retime(ctx: Ctx, db: i32, key: &[u8], owner: &[u8], lease: Lease) {
         return;
     }
     let old = with(|t| {
-        let tie = t.keys.get_mut(&db)?.get_mut(key)?;
+        let tie = t.keys.get_mut(&KeyRef { db, name: key })?;
         if tie.owner.as_ref() != owner {
             return None;
         }
@@ -131,11 +126,8 @@ pub fn retime(ctx: Ctx, db: i32, key: &[u8], owner: &[u8], lease: Lease) {
     if let Some(old) = old {
         scheduler::cancel(old);
         let qk = with(|t| {
-            let (name, _) = t.keys.get(&db)?.get_key_value(key)?;
-            Some(QueueKey {
-                db,
-                name: name.clone(),
-            })
+            let (qk, _) = t.keys.get_key_value(&KeyRef { db, name: key })?;
+            Some(qk.clone())
         });
         if let Some(qk) = qk {
             reschedule(ctx, qk);
@@ -150,9 +142,8 @@ pub fn is_tied(db: i32, key: &[u8], owner: &[u8]) -> bool {
     }
     with(|t| {
         t.keys
-                .get(&db)
-                .and_then(|k| k.get(key))
-                .is_some_and(|tie| tie.owner.as_ref() == owner)
+            .get(&KeyRef { db, name: key })
+            .is_some_and(|tie| tie.owner.as_ref() == owner)
     })
 }
 
@@ -160,20 +151,20 @@ pub fn is_tied(db: i32, key: &[u8], owner: &[u8]) -> bool {
 /// Redis, where the table may not stay borrowed) and the lease.
 pub fn renewal(qk: &QueueKey) -> Option<(OwnedStr, Lease)> {
     with(|t| {
-        let tie = t.keys.get(&qk.db)?.get(&qk.name)?;
+        let tie = t.keys.get(qk)?;
         Some((OwnedStr::new(tie.owner.as_ref()), tie.lease))
     })
 }
 
 /// Schedules the next renewal of a tie, one interval from now.
 pub fn reschedule(ctx: Ctx, qk: QueueKey) {
-    let Some(lease) = with(|t| Some(t.keys.get(&qk.db)?.get(&qk.name)?.lease)) else {
+    let Some(lease) = with(|t| Some(t.keys.get(&qk)?.lease)) else {
         return;
     };
     let due = ctx.now().saturating_add(lease.renew_every());
     let job = scheduler::at(ctx, due, Job::Renew(qk.clone()));
     let stale = with(|t| {
-        let tie = t.keys.get_mut(&qk.db)?.get_mut(&qk.name)?;
+        let tie = t.keys.get_mut(&qk)?;
         Some(std::mem::replace(&mut tie.renew, job))
     });
     if let Some(stale) = stale {
@@ -211,9 +202,7 @@ pub fn closed(client: ClientId) -> Vec<(QueueKey, OwnedStr)> {
 pub fn clear() {
     let all = with(std::mem::take);
     TIED.store(0, Ordering::Relaxed);
-    for (_, per_db) in all.keys {
-        for (_, tie) in per_db {
-            scheduler::cancel(tie.renew);
-        }
+    for (_, tie) in all.keys {
+        scheduler::cancel(tie.renew);
     }
 }
