@@ -1,6 +1,6 @@
 //! Shared by the client tests: real servers (testkit: free port, temp dir,
 //! module loaded, killed on drop), a redis-rs admin connection, helpers.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
