@@ -149,3 +149,30 @@ def test_wait_follows_its_slot_to_the_new_node(two_nodes, key):
         waiter.release()
     finally:
         rc.close()
+
+
+def test_asyncio_lock_through_redis_cluster(cluster_node, key):
+    import asyncio
+
+    import redis.asyncio.cluster
+
+    from hashlock.asyncio import Lock as AsyncLock
+
+    async def body():
+        rc = redis.asyncio.cluster.RedisCluster(host="127.0.0.1", port=cluster_node.port)
+        try:
+            a, b = AsyncLock(rc, key, keepalive=False), AsyncLock(rc, key, keepalive=False)
+            assert await a.acquire()
+            waiting = asyncio.ensure_future(b.acquire(timeout=WAIT_S))
+            deadline = time.monotonic() + WAIT_S
+            while (await a.info()).waiters != 1 and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            assert (await a.info()).waiters == 1
+            assert await a.release() == 0
+            assert await asyncio.wait_for(waiting, WAIT_S) is True
+            assert (await b.info()).owner == b.owner
+            assert await b.release() == 0
+        finally:
+            await rc.aclose()
+
+    asyncio.run(body())

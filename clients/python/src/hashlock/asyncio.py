@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Tuple, Type
 
 from redis.backoff import NoBackoff
 from redis.exceptions import AskError, ConnectionError, MovedError, ResponseError, TimeoutError
-from redis.retry import Retry
+from redis.asyncio.retry import Retry
 
 from . import _protocol as p
 from ._connection import MAX_REDIRECTS
@@ -33,6 +33,14 @@ def _connection_factory(client: Any, name: Any) -> Tuple[Type, Dict[str, Any]]:
 
 class _Dedicated:
     """asyncio twin of hashlock._connection.Dedicated."""
+
+    @classmethod
+    async def open(cls, client: Any, name: Any) -> "_Dedicated":
+        # An asyncio RedisCluster learns its slot map on first use.
+        initialize = getattr(client, "initialize", None)
+        if initialize is not None:
+            await initialize()
+        return cls(client, name)
 
     def __init__(self, client: Any, name: Any) -> None:
         self._cls, self._kwargs = _connection_factory(client, name)
@@ -146,7 +154,7 @@ class Lock:
         return count
 
     async def _acquire_tied(self, args, block: Optional[int]) -> Optional[int]:
-        conn = _Dedicated(self._client, self.name)
+        conn = await _Dedicated.open(self._client, self.name)
         count = None
         try:
             reply = await self._translated(conn.call(args, p.socket_timeout(block, self.replicas, conn.default_timeout)))
@@ -158,7 +166,7 @@ class Lock:
         return count
 
     async def _acquire_waiting(self, args, block: int) -> Optional[int]:
-        conn = _Dedicated(self._client, self.name)
+        conn = await _Dedicated.open(self._client, self.name)
         try:
             reply = await self._translated(conn.call(args, p.socket_timeout(block, self.replicas, conn.default_timeout)))
         except BaseException:
@@ -221,7 +229,7 @@ class Lock:
         args = p.renew_args(self.name, self.owner, self.lease_ms, self.keepalive, self.replicas)
         if self.keepalive:
             if self._tied is None:
-                self._tied = _Dedicated(self._client, self.name)
+                self._tied = await _Dedicated.open(self._client, self.name)
             renewed = await self._on_tied(args)
         else:
             renewed = await self._execute(args)
