@@ -75,7 +75,11 @@ export class Server {
       proc.on('exit', () => (exited = true));
       const deadline = Date.now() + 10_000;
       while (Date.now() < deadline && !exited) {
-        if (await ping(port)) return new Server(kind, port, proc, dir);
+        if (await ping(port)) {
+          // Even if the run dies before stop(): no server outlives it.
+          process.once('exit', () => proc.kill('SIGKILL'));
+          return new Server(kind, port, proc, dir);
+        }
         await new Promise((r) => setTimeout(r, 20));
       }
       proc.kill('SIGKILL');

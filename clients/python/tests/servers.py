@@ -2,6 +2,7 @@
 dir, the module loaded; killed when stopped. Binaries: `redis-server` on
 PATH (or $REDIS_SERVER) and $VALKEY_SERVER; the module: $HASHLOCK_MODULE."""
 
+import atexit
 import os
 import shutil
 import socket
@@ -64,6 +65,8 @@ class Server:
                 args += [f"--{name.replace('_', '-')}", value]
             self.proc = subprocess.Popen(args, cwd=self.dir, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
             if self._wait_ready():
+                # Even if the session dies before stop(): no server outlives it.
+                atexit.register(self.stop)
                 return
             self.proc.kill()
             self.proc.wait()
@@ -92,6 +95,7 @@ class Server:
             return "(no log)"
 
     def stop(self) -> None:
-        self.proc.kill()
+        if self.proc.poll() is None:
+            self.proc.kill()
         self.proc.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
