@@ -313,10 +313,10 @@ impl Inner {
             st.control = Some(self.connect(p::response_timeout(Wait::No, &self.opts))?);
         }
         let result = f(st.control.as_mut().expect("just set"));
-        if let Err(e) = &result {
-            if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() {
-                st.control = None; // reconnect next time
-            }
+        if let Err(e) = &result
+            && (e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error())
+        {
+            st.control = None; // reconnect next time
         }
         result.map_err(Error::from)
     }
