@@ -339,3 +339,24 @@ def test_replicas_without_replicas_raises_no_replicas(r, key):
         lock.acquire(blocking=False)
     assert lock.info() is None
     assert hashlock.Lock(r, key, keepalive=False, replicas=0).acquire(blocking=False)
+
+
+def test_with_raises_if_the_wait_ends_without_the_lock(r, key):
+    """CLIENT UNBLOCK ends a BLOCK 0 wait with nil: `with` must not run."""
+    a = hashlock.Lock(r, key, keepalive=False)
+    assert a.acquire()
+    ran = []
+
+    def enter():
+        with hashlock.Lock(r, key, keepalive=False):
+            ran.append(True)
+
+    t, out = in_thread(enter)
+    assert wait_for(lambda: waiters(r, key) == 1)
+    blocked = [line for line in r.client_list() if "lock.acquire" in str(line.get("cmd", "")).lower()]
+    assert len(blocked) == 1
+    assert r.client_unblock(blocked[0]["id"])
+    t.join(WAIT_S)
+    assert isinstance(out.get("error"), hashlock.NotAcquired)
+    assert ran == []
+    a.release()

@@ -9,7 +9,7 @@
 
 from ._protocol import DEFAULT_LEASE_MS, LockInfo
 from ._sync import Lock
-from .errors import HashlockError, LockLost, NoReplicas, NotLock, NotOwner, WrongType
+from .errors import HashlockError, LockLost, NoReplicas, NotAcquired, NotLock, NotOwner, WrongType
 
 __all__ = [
     "DEFAULT_LEASE_MS",
@@ -18,6 +18,7 @@ __all__ = [
     "LockInfo",
     "LockLost",
     "NoReplicas",
+    "NotAcquired",
     "NotLock",
     "NotOwner",
     "WrongType",

@@ -8,7 +8,7 @@ from redis.exceptions import ConnectionError, ResponseError, TimeoutError
 
 from . import _protocol as p
 from ._connection import Dedicated
-from .errors import LockLost, translate
+from .errors import LockLost, NotAcquired, translate
 
 
 class Lock:
@@ -200,7 +200,8 @@ class Lock:
         return self._lost
 
     def __enter__(self) -> "Lock":
-        self.acquire()
+        if not self.acquire():
+            raise NotAcquired(f"lock {self.name!r}: the wait ended without the lock")
         return self
 
     def __exit__(self, *exc: Any) -> None:

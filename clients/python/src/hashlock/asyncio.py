@@ -17,7 +17,7 @@ from redis.asyncio.retry import Retry
 
 from . import _protocol as p
 from ._connection import MAX_REDIRECTS
-from .errors import LockLost, translate
+from .errors import LockLost, NotAcquired, translate
 
 __all__ = ["Lock"]
 
@@ -256,7 +256,8 @@ class Lock:
         return self._lost
 
     async def __aenter__(self) -> "Lock":
-        await self.acquire()
+        if not await self.acquire():
+            raise NotAcquired(f"lock {self.name!r}: the wait ended without the lock")
         return self
 
     async def __aexit__(self, *exc: Any) -> None:

@@ -35,6 +35,11 @@ class NoReplicas(HashlockError):
     was undone (NOREPLICAS)."""
 
 
+class NotAcquired(HashlockError):
+    """`with lock:` ended its wait without the lock (the server answered
+    nil, e.g. after CLIENT UNBLOCK)."""
+
+
 _BY_CODE = {
     "NOTOWNER": LockLost,
     "NOTLOCK": NotLock,
