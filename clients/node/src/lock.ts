@@ -242,7 +242,7 @@ export class Lock implements AsyncDisposable {
   /** acquire, then a Held whose disposal releases; LockTimeoutError if not acquired. */
   async hold(options: AcquireOptions = {}): Promise<Held> {
     if (!(await this.acquire(options))) {
-      throw new LockTimeoutError(`lock ${this.name}: not acquired within ${options.timeoutMs ?? 0} ms`);
+      throw new LockTimeoutError(`lock ${this.name}: not acquired${options.timeoutMs === undefined ? " (the server ended the wait, e.g. CLIENT UNBLOCK)" : ` within ${options.timeoutMs} ms`}`);
     }
     let released = false;
     const release = async () => {

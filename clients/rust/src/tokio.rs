@@ -106,7 +106,7 @@ impl Lock {
             Some(g) => Ok(g),
             None => Err(Error::Redis(redis::RedisError::from((
                 redis::ErrorKind::UnexpectedReturnType,
-                "LOCK.ACQUIRE ... BLOCK 0 answered nil",
+                "the server ended the wait without the lock (LOCK.ACQUIRE ... BLOCK 0 answered nil, e.g. CLIENT UNBLOCK)",
             )))),
         }
     }
