@@ -1,0 +1,39 @@
+/** Typed errors for the module's error codes. */
+
+export class HashlockError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+/**
+ * This owner does not hold the lock any more (the server's NOTOWNER on
+ * release; a renew or re-entry that found it gone; a KEEPALIVE connection
+ * that closed): stop touching what it protected.
+ */
+export class LockLostError extends HashlockError {}
+/** The server's name for LockLostError. */
+export const NotOwnerError = LockLostError;
+/** The key holds a hash that is not a lock (NOTLOCK). */
+export class NotLockError extends HashlockError {}
+/** The key holds a value that is not a hash (WRONGTYPE). */
+export class WrongTypeError extends HashlockError {}
+/** REPLICAS n ms: too few replicas acknowledged in time; the call was undone. */
+export class NoReplicasError extends HashlockError {}
+/** withLock / hold with timeoutMs: the wait ended without the lock. */
+export class LockTimeoutError extends HashlockError {}
+
+const BY_CODE: Record<string, new (m: string, o?: { cause?: unknown }) => HashlockError> = {
+  NOTOWNER: LockLostError,
+  NOTLOCK: NotLockError,
+  WRONGTYPE: WrongTypeError,
+  NOREPLICAS: NoReplicasError,
+};
+
+/** The typed error for a server error reply (node-redis ErrorReply, ioredis ReplyError), or the error itself. */
+export function translate(err: unknown): unknown {
+  if (!(err instanceof Error)) return err;
+  const cls = BY_CODE[err.message.split(' ', 1)[0]];
+  return cls ? new cls(err.message, { cause: err }) : err;
+}

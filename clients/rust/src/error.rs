@@ -1,0 +1,64 @@
+//! One error type; the module's error codes become variants.
+
+use std::fmt;
+
+use redis::RedisError;
+
+/// What a lock operation can fail with.
+#[derive(Debug)]
+pub enum Error {
+    /// This owner does not hold the lock any more (the server's NOTOWNER on
+    /// release, a renew or re-entry that found it gone, a KEEPALIVE
+    /// connection that failed): its lease ran out, it was force-released,
+    /// or its connection closed. Stop touching what it protected.
+    LockLost(String),
+    /// The key holds a hash that is not a lock (NOTLOCK).
+    NotLock(String),
+    /// The key holds a value that is not a hash (WRONGTYPE).
+    WrongType(String),
+    /// REPLICAS n ms: fewer than n replicas acknowledged in time; the call
+    /// was undone (NOREPLICAS).
+    NoReplicas(String),
+    /// Anything else: connection errors, other server errors.
+    Redis(RedisError),
+}
+
+/// The server's name for [`Error::LockLost`] on LOCK.RELEASE.
+pub const NOT_OWNER: &str = "NOTOWNER";
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl From<RedisError> for Error {
+    fn from(e: RedisError) -> Self {
+        let text = || match e.detail() {
+            Some(d) => format!("{} {d}", e.code().unwrap_or_default()),
+            None => e.to_string(),
+        };
+        match e.code() {
+            Some(NOT_OWNER) => Error::LockLost(text()),
+            Some("NOTLOCK") => Error::NotLock(text()),
+            Some("WRONGTYPE") => Error::WrongType(text()),
+            Some("NOREPLICAS") => Error::NoReplicas(text()),
+            _ => Error::Redis(e),
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::LockLost(m) => write!(f, "lock lost: {m}"),
+            Error::NotLock(m) | Error::WrongType(m) | Error::NoReplicas(m) => f.write_str(m),
+            Error::Redis(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Redis(e) => Some(e),
+            _ => None,
+        }
+    }
+}

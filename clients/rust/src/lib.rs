@@ -1,0 +1,52 @@
+//! Lock objects for the hashlock Redis/Valkey module (`LOCK.*` commands) on
+//! redis-rs: [`sync::Lock`] on a `redis::Client`, and [`tokio::Lock`] (feature
+//! `tokio`, on by default).
+//!
+//! What they do for you: one owner id per `Lock` (a UUID); a blocking
+//! acquire on a connection of its own whose response timeout outlasts the
+//! wait (redis-rs's async default of 500 ms would abandon a waiter the
+//! server may still grant the lock to), closed when the wait is given up;
+//! KEEPALIVE (the server renews the lease while the lock's connection
+//! lives) or a watchdog when it is off; NOTOWNER as [`Error::LockLost`].
+
+pub mod error;
+pub mod protocol;
+pub mod sync;
+#[cfg(feature = "tokio")]
+pub mod tokio;
+
+pub use error::{Error, Result};
+pub use protocol::{DEFAULT_LEASE, LockInfo, Options};
+
+impl Options {
+    /// The lease set by every acquire and renew (default 30 s).
+    pub fn lease(mut self, lease: std::time::Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// Tie the lock to the lock's connection (default true); false runs a
+    /// watchdog instead.
+    pub fn keepalive(mut self, on: bool) -> Self {
+        self.keepalive = on;
+        self
+    }
+
+    /// Ask for a fencing token with every acquisition.
+    pub fn token(mut self, on: bool) -> Self {
+        self.token = on;
+        self
+    }
+
+    /// REPLICAS n ms: answer only once `n` replicas have the write.
+    pub fn replicas(mut self, n: u32, timeout: std::time::Duration) -> Self {
+        self.replicas = Some((n, timeout));
+        self
+    }
+
+    /// The owner id (default: a fresh UUID per Lock).
+    pub fn owner(mut self, owner: impl Into<String>) -> Self {
+        self.owner = Some(owner.into());
+        self
+    }
+}
