@@ -189,19 +189,20 @@ fn timeouts_answer_nil_on_time() {
         let mut holder = s.client();
         holder.cmd(&["LOCK.ACQUIRE", "k", "holder", "PX", "60000"]);
         for (w, ms) in [
-            (s.client(), 50u64),
-            (s.client_resp3(), 150),
-            (s.client(), 300),
+            (s.client(), 50.0),
+            (s.client_resp3(), 150.0),
+            (s.client(), 300.0),
         ] {
             let mut w = w;
-            let started = Instant::now();
-            block(&mut w, "k", "w", &["BLOCK", &ms.to_string()]);
-            let reply = w.read_reply();
-            let took = started.elapsed();
-            assert!(reply.is_nil(), "{kind}: {reply:?}");
+            // On the server's clock: this process may be slow to read.
+            send_timed(&mut w, &["LOCK.ACQUIRE", "k", "w", "BLOCK", &ms.to_string()]);
+            let t = read_timed(&mut w);
+            assert!(t.reply.is_nil(), "{kind}: {:?}", t.reply);
+            // The server counts the timeout in whole ms from its arrival.
+            let took = t.took_ms();
             assert!(
-                took >= Duration::from_millis(ms) && took <= Duration::from_millis(ms + 100),
-                "{kind}: BLOCK {ms} answered after {took:?}"
+                took > ms - 1.0 && took <= ms + 100.0,
+                "{kind}: BLOCK {ms} answered after {took} ms of server time"
             );
         }
         // RESP3 nil is the null type, RESP2 the null bulk.
@@ -386,11 +387,15 @@ fn multi_and_eval_never_block() {
         assert!(exec.as_array()[0].is_nil());
         assert_eq!(exec.as_array()[1], Reply::Int(1));
 
+        // BLOCK 0 inside a script answers at once (server clock), with nil
+        // on a busy lock.
         let script = "return redis.call('LOCK.ACQUIRE', KEYS[1], ARGV[1], 'BLOCK', '0')";
-        let started = Instant::now();
-        assert!(c.cmd(&["EVAL", script, "1", "busy", "me"]).is_nil());
-        assert_eq!(c.cmd(&["EVAL", script, "1", "free2", "me"]), Reply::Int(1));
-        assert!(started.elapsed() < SECOND);
+        for (key, want) in [("busy", Reply::Nil), ("free2", Reply::Int(1))] {
+            send_timed(&mut c, &["EVAL", script, "1", key, "me"]);
+            let t = read_timed(&mut c);
+            assert_eq!(t.reply, want, "{kind}: {key}");
+            assert!(t.took_ms() < 1000.0, "{kind}: {key}: {t:?}");
+        }
         assert_eq!(blocked_clients(&s), 0);
         assert_eq!(waiters_of(&mut c, "busy"), 0);
     }
@@ -400,35 +405,20 @@ fn multi_and_eval_never_block() {
 /// (the administrative LOCK.FORCERELEASE included) wakes the head.
 #[test]
 fn foreign_releases_serve_the_queue() {
-    type Action = fn(&mut Client);
-    let paths: [(&str, Action); 10] = [
-        ("LOCK.FORCERELEASE", |c| {
-            assert_eq!(c.cmd(&["LOCK.FORCERELEASE", "k"]).as_int(), 1)
-        }),
-        ("DEL", |c| assert_eq!(c.cmd(&["DEL", "k"]).as_int(), 1)),
-        ("UNLINK", |c| {
-            assert_eq!(c.cmd(&["UNLINK", "k"]).as_int(), 1)
-        }),
-        ("PEXPIRE", |c| {
-            assert_eq!(c.cmd(&["PEXPIRE", "k", "20"]).as_int(), 1)
-        }),
-        ("FLUSHALL", |c| {
-            assert_eq!(c.cmd(&["FLUSHALL"]).as_str(), "OK")
-        }),
-        ("FLUSHALL ASYNC", |c| {
-            assert_eq!(c.cmd(&["FLUSHALL", "ASYNC"]).as_str(), "OK")
-        }),
-        ("FLUSHDB", |c| {
-            assert_eq!(c.cmd(&["FLUSHDB"]).as_str(), "OK")
-        }),
-        ("SWAPDB", |c| {
-            assert_eq!(c.cmd(&["SWAPDB", "0", "1"]).as_str(), "OK")
-        }),
-        ("RENAME", |c| {
-            assert_eq!(c.cmd(&["RENAME", "k", "elsewhere"]).as_str(), "OK")
-        }),
-        ("Redisson unlock script", |c| {
-            let r = c.cmd(&args![
+    let ok = || Reply::Status("OK".into());
+    let paths: Vec<(&str, Vec<Vec<u8>>, Reply)> = vec![
+        ("LOCK.FORCERELEASE", args!["LOCK.FORCERELEASE", "k"].to_vec(), Reply::Int(1)),
+        ("DEL", args!["DEL", "k"].to_vec(), Reply::Int(1)),
+        ("UNLINK", args!["UNLINK", "k"].to_vec(), Reply::Int(1)),
+        ("PEXPIRE", args!["PEXPIRE", "k", "20"].to_vec(), Reply::Int(1)),
+        ("FLUSHALL", args!["FLUSHALL"].to_vec(), ok()),
+        ("FLUSHALL ASYNC", args!["FLUSHALL", "ASYNC"].to_vec(), ok()),
+        ("FLUSHDB", args!["FLUSHDB"].to_vec(), ok()),
+        ("SWAPDB", args!["SWAPDB", "0", "1"].to_vec(), ok()),
+        ("RENAME", args!["RENAME", "k", "elsewhere"].to_vec(), ok()),
+        (
+            "Redisson unlock script",
+            args![
                 "EVAL",
                 redisson::UNLOCK,
                 "2",
@@ -437,14 +427,15 @@ fn foreign_releases_serve_the_queue() {
                 redisson::UNLOCK_MESSAGE,
                 "30000",
                 "holder",
-            ]);
-            assert_eq!(r.as_int(), 1);
-        }),
+            ]
+            .to_vec(),
+            Reply::Int(1),
+        ),
     ];
     for kind in KINDS {
         let s = Server::start(kind);
         let mut c = s.client();
-        for (name, action) in paths {
+        for (name, action, answer) in &paths {
             c.cmd(&["FLUSHALL"]);
             assert_eq!(
                 c.cmd(&["LOCK.ACQUIRE", "k", "holder", "PX", "60000"])
@@ -452,17 +443,17 @@ fn foreign_releases_serve_the_queue() {
                 1
             );
             let mut w = s.client();
-            block(&mut w, "k", "waiter", &["PX", "5000", "BLOCK", "0"]);
+            send_timed(&mut w, &["LOCK.ACQUIRE", "k", "waiter", "PX", "5000", "BLOCK", "0"]);
             wait_waiting(&s, 1);
-            let started = Instant::now();
-            action(&mut c);
-            let reply = w.try_read_reply(SECOND);
-            assert_eq!(reply, Some(Reply::Int(1)), "{kind}: {name} served the head");
-            assert!(
-                started.elapsed() < Duration::from_millis(200),
-                "{kind}: {name} took {:?}",
-                started.elapsed()
-            );
+            send_timed(&mut c, action);
+            let acted = read_timed(&mut c);
+            assert_eq!(acted.reply, *answer, "{kind}: {name}");
+            let granted = read_timed(&mut w);
+            assert_eq!(granted.reply, Reply::Int(1), "{kind}: {name} served the head");
+            // On the server's clock: from the action to the grant's reply
+            // (PEXPIRE's 20 ms included).
+            let late_ms = (granted.answered_us - acted.sent_us) / 1000;
+            assert!(late_ms < 200, "{kind}: {name} took {late_ms} ms");
             assert_eq!(
                 owner_of(&mut c, "k").as_deref(),
                 Some("waiter"),
@@ -593,24 +584,26 @@ fn shorter_lease_moves_the_hand_off_earlier() {
         let mut c = s.client();
         c.cmd(&["LOCK.ACQUIRE", "k", "holder", "PX", "60000"]);
         let mut w = s.client();
-        block(&mut w, "k", "w", &["BLOCK", "0"]);
+        send_timed(&mut w, &["LOCK.ACQUIRE", "k", "w", "BLOCK", "0"]);
         wait_waiting(&s, 1);
-        // Re-entry with a short lease, then RENEW with a shorter one.
-        assert_eq!(
-            c.cmd(&["LOCK.ACQUIRE", "k", "holder", "PX", "400"])
-                .as_int(),
-            2
-        );
-        assert_eq!(
-            c.cmd(&["LOCK.RENEW", "k", "holder", "PX", "100"]).as_int(),
-            1
-        );
-        let started = Instant::now();
-        assert_eq!(w.read_reply(), Reply::Int(1));
+        // Re-entry with a short lease, then RENEW with a shorter one, each
+        // read with the deadline it set (one pipeline: the server's clock).
+        c.send_pipeline(&[
+            &["LOCK.ACQUIRE", "k", "holder", "PX", "400"][..],
+            &["LOCK.RENEW", "k", "holder", "PX", "100"],
+            &["PEXPIRETIME", "k"],
+        ]);
+        assert_eq!(c.read_reply(), Reply::Int(2));
+        assert_eq!(c.read_reply(), Reply::Int(1));
+        let deadline = c.read_reply().as_int();
+        let granted = read_timed(&mut w);
+        assert_eq!(granted.reply, Reply::Int(1));
+        // Handed on just after the renewed deadline (the re-entry's was 300
+        // ms later), as promptly as `lease_deadline_hands_on_promptly` asks.
+        let late = granted.answered_us / 1000 - deadline;
         assert!(
-            started.elapsed() < Duration::from_millis(250),
-            "{kind}: {:?}",
-            started.elapsed()
+            (1..=50).contains(&late),
+            "{kind}: handed on {late} ms after the renewed deadline"
         );
     }
 }
