@@ -2,7 +2,8 @@
 //! both servers: re-entry, leases, the default lease and its config, the
 //! generated owner `*`, expiry, binary safety, key positions, and "an error
 //! changes nothing" (the key's full contents and deadline are compared
-//! before and after every refused command).
+//! before and after every refused command). Keys of every other type
+//! (WRONGTYPE) are covered in tests/hostile.rs.
 
 mod common;
 
@@ -1039,30 +1040,6 @@ fn block_argument_validation(kind: Kind) {
     assert_eq!(c.cmd(&["EXISTS", "free"]), Reply::Int(0));
 }
 
-fn wrong_type(kind: Kind) {
-    let s = Server::start(kind);
-    let mut c = s.client();
-    c.cmd(&["SET", "str", "v"]);
-    c.cmd(&["SET", "str2", "v", "PX", "100000"]);
-    let keys: &[&[u8]] = &[b"str", b"str2"];
-    for key in keys {
-        let cmds: Vec<Vec<Vec<u8>>> = vec![
-            cmdv("LOCK.ACQUIRE", &[key, b"a"]),
-            cmdv("LOCK.ACQUIRE", &[key, b"*"]),
-            cmdv("LOCK.ACQUIRE", &[key, b"a", b"PX", b"100"]),
-            cmdv("LOCK.ACQUIRE", &[key, b"a", b"BLOCK", b"10"]),
-            cmdv("LOCK.RELEASE", &[key, b"a"]),
-            cmdv("LOCK.RENEW", &[key, b"a"]),
-            cmdv("LOCK.RENEW", &[key, b"a", b"EX", b"1"]),
-            cmdv("LOCK.INFO", &[key]),
-            cmdv("LOCK.FORCERELEASE", &[key]),
-        ];
-        for cmd in &cmds {
-            refused(&mut c, cmd, "WRONGTYPE", "WRONGTYPE ", keys);
-        }
-    }
-}
-
 fn not_a_lock(kind: Kind) {
     let s = Server::start(kind);
     let mut c = s.client();
@@ -1657,7 +1634,6 @@ per_kind!(
     lease_errors,
     syntax_errors,
     block_argument_validation,
-    wrong_type,
     not_a_lock,
     hold_count_overflow,
     binary_keys_and_owners,

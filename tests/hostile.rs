@@ -171,17 +171,20 @@ fn wrong_type_every_type(kind: Kind) {
     let keys: [&[u8]; 8] = [
         b"string", b"list", b"set", b"intset", b"zset", b"stream", b"number", b"hll",
     ];
+    let all_before: Vec<_> = keys.iter().map(|k| key_state(&mut c, k)).collect();
     for key in keys {
         let cmds: Vec<Vec<&[u8]>> = vec![
             vec![b"LOCK.ACQUIRE", key, b"a"],
             vec![b"LOCK.ACQUIRE", key, b"*"],
             vec![b"LOCK.ACQUIRE", key, b"v"],
             vec![b"LOCK.ACQUIRE", key, b"a", b"PX", b"100"],
+            vec![b"LOCK.ACQUIRE", key, b"a", b"BLOCK", b"10"],
             vec![b"LOCK.ACQUIRE", key, b"a", b"EX", b"1", b"BLOCK", b"5"],
             vec![b"LOCK.RELEASE", key, b"a"],
             vec![b"LOCK.RELEASE", key, b"*"],
             vec![b"LOCK.RENEW", key, b"a"],
             vec![b"LOCK.RENEW", key, b"a", b"PX", b"100"],
+            vec![b"LOCK.RENEW", key, b"a", b"EX", b"1"],
             vec![b"LOCK.INFO", key],
             vec![b"LOCK.FORCERELEASE", key],
         ];
@@ -201,6 +204,9 @@ fn wrong_type_every_type(kind: Kind) {
             }
         }
     }
+    // Nor did any refusal touch another key.
+    let all_after: Vec<_> = keys.iter().map(|k| key_state(&mut c, k)).collect();
+    assert_eq!(all_after, all_before);
     assert!(!s.log().to_lowercase().contains("panic"));
 }
 
