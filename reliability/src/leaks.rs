@@ -133,7 +133,11 @@ fn waiters(s: &Server, admin: &mut Client, rng: &mut Rng, n: usize) -> Vec<Strin
                 ));
             }
         };
-        expect_waiting(leaving.len() + served.len(), "after the timeouts", &mut wrong);
+        expect_waiting(
+            leaving.len() + served.len(),
+            "after the timeouts",
+            &mut wrong,
+        );
         drop(timing_out);
         drop(leaving);
         expect_waiting(served.len(), "after the disconnects", &mut wrong);
