@@ -24,14 +24,62 @@ fn block(c: &mut Client, key: &str, owner: &str, extra: &[&str]) {
     c.send(&a);
 }
 
-/// Waits until `n` clients wait in all queues together (INFO lock).
+/// How many clients wait in all queues together (INFO lock).
+fn lock_waiting(s: &Server) -> u64 {
+    s.info_field("lock", "lock_waiting")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(u64::MAX)
+}
+
+/// Waits until `n` clients wait in all queues together.
+#[track_caller]
 fn wait_waiting(s: &Server, n: u64) {
-    let ok = wait_until(5 * SECOND, || {
-        s.info_field("lock", "lock_waiting")
-            .and_then(|v| v.parse().ok())
-            == Some(n)
-    });
+    let ok = wait_until(5 * SECOND, || lock_waiting(s) == n);
     assert!(ok, "expected {n} waiters, INFO lock: {}", s.info("lock"));
+}
+
+// ---- the fixture most tests start with: a holder, then waiters queued ----
+
+/// A fresh server where "holder" holds "k" (taken with `opts`, e.g. a
+/// lease), and the holder's connection.
+#[track_caller]
+fn held(kind: Kind, opts: &[&str]) -> (Server, Client) {
+    let s = Server::start(kind);
+    let mut c = s.client();
+    let acquire = [&["LOCK.ACQUIRE", "k", "holder"][..], opts].concat();
+    assert_eq!(c.cmd(&acquire), Reply::Int(1), "{kind}: the holder takes k");
+    (s, c)
+}
+
+/// A new connection queued on "k" as `owner` (`opts`, then BLOCK 0),
+/// returned once the server counts it among the waiters (so the next one
+/// queues behind it). Its reply is read later.
+#[track_caller]
+fn queue(s: &Server, owner: &str, opts: &[&str]) -> Client {
+    enqueue(s, s.client(), owner, opts)
+}
+
+/// [`queue`] with a connection of the caller's (RESP3, a known id, ...).
+#[track_caller]
+fn enqueue(s: &Server, mut w: Client, owner: &str, opts: &[&str]) -> Client {
+    let before = lock_waiting(s);
+    block(&mut w, "k", owner, &[opts, &["BLOCK", "0"]].concat());
+    wait_waiting(s, before + 1);
+    w
+}
+
+/// [`queue`], with the reply timed on the server's clock: read it with
+/// [`read_timed`].
+#[track_caller]
+fn queue_timed(s: &Server, owner: &str, opts: &[&str]) -> Client {
+    let before = lock_waiting(s);
+    let mut w = s.client();
+    send_timed(
+        &mut w,
+        &[&["LOCK.ACQUIRE", "k", owner][..], opts, &["BLOCK", "0"]].concat(),
+    );
+    wait_waiting(s, before + 1);
+    w
 }
 
 fn waiters_of(c: &mut Client, key: &str) -> i64 {
@@ -64,25 +112,13 @@ fn wait_unblocked(s: &Server) {
 #[test]
 fn fifo_order_and_no_queue_jumping() {
     for kind in KINDS {
-        let s = Server::start(kind);
-        let mut admin = s.client();
-        assert_eq!(
-            admin
-                .cmd(&["LOCK.ACQUIRE", "k", "holder", "PX", "10000"])
-                .as_int(),
-            1
-        );
-
-        let mut waiters: Vec<Client> = (0..5).map(|_| s.client()).collect();
-        for (i, w) in waiters.iter_mut().enumerate() {
-            block(w, "k", &format!("w{i}"), &["PX", "10000", "BLOCK", "0"]);
-            // Queue order is arrival order: let each join before the next.
-            wait_waiting(&s, i as u64 + 1);
-        }
+        let (s, mut admin) = held(kind, &["PX", "10000"]);
+        // Queue order is arrival order: each joins before the next.
+        let mut waiters: Vec<Client> = (0..5)
+            .map(|i| queue(&s, &format!("w{i}"), &["PX", "10000"]))
+            .collect();
         // A late client joins after the five: it must be served after w4.
-        let mut late = s.client();
-        block(&mut late, "k", "late", &["PX", "10000", "BLOCK", "0"]);
-        wait_waiting(&s, 6);
+        let mut late = queue(&s, "late", &["PX", "10000"]);
         assert_eq!(waiters_of(&mut admin, "k"), 6);
 
         let mut previous = "holder".to_string();
@@ -143,23 +179,18 @@ fn fifo_order_and_no_queue_jumping() {
 #[test]
 fn free_lock_with_block_is_granted_at_once_and_holder_reenters() {
     for kind in KINDS {
-        let s = Server::start(kind);
-        let mut c = s.client();
-        assert_eq!(
-            c.cmd(&["LOCK.ACQUIRE", "k", "me", "BLOCK", "0"]).as_int(),
-            1
-        );
+        // BLOCK on a free lock: granted at once (checked by `held`).
+        let (s, mut c) = held(kind, &["BLOCK", "0"]);
         // The holder re-enters at once, even with others queued.
-        let mut w = s.client();
-        block(&mut w, "k", "other", &["BLOCK", "0"]);
-        wait_waiting(&s, 1);
+        let mut w = queue(&s, "other", &[]);
         assert_eq!(
-            c.cmd(&["LOCK.ACQUIRE", "k", "me", "BLOCK", "0"]).as_int(),
+            c.cmd(&["LOCK.ACQUIRE", "k", "holder", "BLOCK", "0"])
+                .as_int(),
             2
         );
-        assert_eq!(c.cmd(&["LOCK.RELEASE", "k", "me"]).as_int(), 1);
+        assert_eq!(c.cmd(&["LOCK.RELEASE", "k", "holder"]).as_int(), 1);
         assert!(w.try_read_reply(Duration::from_millis(20)).is_none());
-        assert_eq!(c.cmd(&["LOCK.RELEASE", "k", "me"]).as_int(), 0);
+        assert_eq!(c.cmd(&["LOCK.RELEASE", "k", "holder"]).as_int(), 0);
         assert_eq!(w.read_reply(), Reply::Int(1));
     }
 }
@@ -167,12 +198,8 @@ fn free_lock_with_block_is_granted_at_once_and_holder_reenters() {
 #[test]
 fn generated_owner_is_returned_after_waiting() {
     for kind in KINDS {
-        let s = Server::start(kind);
-        let mut c = s.client();
-        let mut w = s.client_resp3();
-        c.cmd(&["LOCK.ACQUIRE", "k", "holder"]);
-        block(&mut w, "k", "*", &["PX", "5000", "BLOCK", "0"]);
-        wait_waiting(&s, 1);
+        let (s, mut c) = held(kind, &[]);
+        let mut w = enqueue(&s, s.client_resp3(), "*", &["PX", "5000"]);
         c.cmd(&["LOCK.RELEASE", "k", "holder"]);
         let owner = w.read_reply();
         let owner = owner.as_str().to_owned();
@@ -185,23 +212,25 @@ fn generated_owner_is_returned_after_waiting() {
 #[test]
 fn timeouts_answer_nil_on_time() {
     for kind in KINDS {
-        let s = Server::start(kind);
-        let mut holder = s.client();
-        holder.cmd(&["LOCK.ACQUIRE", "k", "holder", "PX", "60000"]);
+        let (s, mut holder) = held(kind, &["PX", "60000"]);
         for (w, ms) in [
-            (s.client(), 50u64),
-            (s.client_resp3(), 150),
-            (s.client(), 300),
+            (s.client(), 50.0),
+            (s.client_resp3(), 150.0),
+            (s.client(), 300.0),
         ] {
             let mut w = w;
-            let started = Instant::now();
-            block(&mut w, "k", "w", &["BLOCK", &ms.to_string()]);
-            let reply = w.read_reply();
-            let took = started.elapsed();
-            assert!(reply.is_nil(), "{kind}: {reply:?}");
+            // On the server's clock: this process may be slow to read.
+            send_timed(
+                &mut w,
+                &["LOCK.ACQUIRE", "k", "w", "BLOCK", &ms.to_string()],
+            );
+            let t = read_timed(&mut w);
+            assert!(t.reply.is_nil(), "{kind}: {:?}", t.reply);
+            // The server counts the timeout in whole ms from its arrival.
+            let took = t.took_ms();
             assert!(
-                took >= Duration::from_millis(ms) && took <= Duration::from_millis(ms + 100),
-                "{kind}: BLOCK {ms} answered after {took:?}"
+                took > ms - 1.0 && took <= ms + 100.0,
+                "{kind}: BLOCK {ms} answered after {took} ms of server time"
             );
         }
         // RESP3 nil is the null type, RESP2 the null bulk.
@@ -250,17 +279,12 @@ fn lease_deadline_hands_on_promptly() {
 #[test]
 fn disconnected_waiter_is_never_granted() {
     for kind in KINDS {
-        let s = Server::start(kind);
-        let mut c = s.client();
-        c.cmd(&["LOCK.ACQUIRE", "k", "holder"]);
-        let mut gone = s.client();
-        block(&mut gone, "k", "gone", &["BLOCK", "0"]);
+        let (s, mut c) = held(kind, &[]);
+        let gone = queue(&s, "gone", &[]);
         let mut killed = s.client();
         let killed_id = killed.id();
-        block(&mut killed, "k", "killed", &["BLOCK", "0"]);
-        let mut next = s.client();
-        block(&mut next, "k", "next", &["BLOCK", "0"]);
-        wait_waiting(&s, 3);
+        let _killed = enqueue(&s, killed, "killed", &[]);
+        let mut next = queue(&s, "next", &[]);
 
         drop(gone);
         assert_eq!(c.cmd(&args!["CLIENT", "KILL", "ID", killed_id]).as_int(), 1);
@@ -283,15 +307,11 @@ fn disconnected_waiter_is_never_granted() {
 #[test]
 fn undelivered_grant_moves_on() {
     for kind in KINDS {
-        let s = Server::start(kind);
-        let mut c = s.client();
-        c.cmd(&["LOCK.ACQUIRE", "k", "holder"]);
+        let (s, mut c) = held(kind, &[]);
         let mut doomed = s.client();
         let doomed_id = doomed.id();
-        block(&mut doomed, "k", "doomed", &["BLOCK", "0"]);
-        let mut next = s.client();
-        block(&mut next, "k", "next", &["BLOCK", "0"]);
-        wait_waiting(&s, 2);
+        let _doomed = enqueue(&s, doomed, "doomed", &[]);
+        let mut next = queue(&s, "next", &[]);
 
         c.cmd(&["MULTI"]);
         c.cmd(&["LOCK.RELEASE", "k", "holder"]);
@@ -319,8 +339,7 @@ fn undelivered_grant_moves_on() {
         sub.cmd(&args!["SUBSCRIBE", redisson::channel(b"k")]);
         let mut doomed = s.client();
         let doomed_id = doomed.id();
-        block(&mut doomed, "k", "doomed", &["BLOCK", "0"]);
-        wait_waiting(&s, 1);
+        let _doomed = enqueue(&s, doomed, "doomed", &[]);
         c.cmd(&["MULTI"]);
         c.cmd(&["LOCK.RELEASE", "k", "next"]);
         c.cmd(&args!["CLIENT", "KILL", "ID", doomed_id]);
@@ -341,18 +360,14 @@ fn undelivered_grant_moves_on() {
 #[test]
 fn client_unblock_timeout_and_error() {
     for kind in KINDS {
-        let s = Server::start(kind);
-        let mut c = s.client();
-        c.cmd(&["LOCK.ACQUIRE", "k", "holder"]);
+        let (s, mut c) = held(kind, &[]);
         let mut w = s.client();
         let id = w.id();
-        block(&mut w, "k", "w", &["BLOCK", "0"]);
-        wait_waiting(&s, 1);
+        let mut w = enqueue(&s, w, "w", &[]);
         assert_eq!(c.cmd(&args!["CLIENT", "UNBLOCK", id]).as_int(), 1);
         assert!(w.read_reply().is_nil(), "{kind}: CLIENT UNBLOCK → nil");
 
-        block(&mut w, "k", "w", &["BLOCK", "0"]);
-        wait_waiting(&s, 1);
+        let mut w = enqueue(&s, w, "w", &[]);
         assert_eq!(c.cmd(&args!["CLIENT", "UNBLOCK", id, "ERROR"]).as_int(), 1);
         let e = w.read_reply();
         assert_eq!(e.err_code(), Some("UNBLOCKED"), "{kind}: {e:?}");
@@ -386,11 +401,15 @@ fn multi_and_eval_never_block() {
         assert!(exec.as_array()[0].is_nil());
         assert_eq!(exec.as_array()[1], Reply::Int(1));
 
+        // BLOCK 0 inside a script answers at once (server clock), with nil
+        // on a busy lock.
         let script = "return redis.call('LOCK.ACQUIRE', KEYS[1], ARGV[1], 'BLOCK', '0')";
-        let started = Instant::now();
-        assert!(c.cmd(&["EVAL", script, "1", "busy", "me"]).is_nil());
-        assert_eq!(c.cmd(&["EVAL", script, "1", "free2", "me"]), Reply::Int(1));
-        assert!(started.elapsed() < SECOND);
+        for (key, want) in [("busy", Reply::Nil), ("free2", Reply::Int(1))] {
+            send_timed(&mut c, &["EVAL", script, "1", key, "me"]);
+            let t = read_timed(&mut c);
+            assert_eq!(t.reply, want, "{kind}: {key}");
+            assert!(t.took_ms() < 1000.0, "{kind}: {key}: {t:?}");
+        }
         assert_eq!(blocked_clients(&s), 0);
         assert_eq!(waiters_of(&mut c, "busy"), 0);
     }
@@ -400,35 +419,28 @@ fn multi_and_eval_never_block() {
 /// (the administrative LOCK.FORCERELEASE included) wakes the head.
 #[test]
 fn foreign_releases_serve_the_queue() {
-    type Action = fn(&mut Client);
-    let paths: [(&str, Action); 10] = [
-        ("LOCK.FORCERELEASE", |c| {
-            assert_eq!(c.cmd(&["LOCK.FORCERELEASE", "k"]).as_int(), 1)
-        }),
-        ("DEL", |c| assert_eq!(c.cmd(&["DEL", "k"]).as_int(), 1)),
-        ("UNLINK", |c| {
-            assert_eq!(c.cmd(&["UNLINK", "k"]).as_int(), 1)
-        }),
-        ("PEXPIRE", |c| {
-            assert_eq!(c.cmd(&["PEXPIRE", "k", "20"]).as_int(), 1)
-        }),
-        ("FLUSHALL", |c| {
-            assert_eq!(c.cmd(&["FLUSHALL"]).as_str(), "OK")
-        }),
-        ("FLUSHALL ASYNC", |c| {
-            assert_eq!(c.cmd(&["FLUSHALL", "ASYNC"]).as_str(), "OK")
-        }),
-        ("FLUSHDB", |c| {
-            assert_eq!(c.cmd(&["FLUSHDB"]).as_str(), "OK")
-        }),
-        ("SWAPDB", |c| {
-            assert_eq!(c.cmd(&["SWAPDB", "0", "1"]).as_str(), "OK")
-        }),
-        ("RENAME", |c| {
-            assert_eq!(c.cmd(&["RENAME", "k", "elsewhere"]).as_str(), "OK")
-        }),
-        ("Redisson unlock script", |c| {
-            let r = c.cmd(&args![
+    let ok = || Reply::Status("OK".into());
+    let paths: Vec<(&str, Vec<Vec<u8>>, Reply)> = vec![
+        (
+            "LOCK.FORCERELEASE",
+            args!["LOCK.FORCERELEASE", "k"].to_vec(),
+            Reply::Int(1),
+        ),
+        ("DEL", args!["DEL", "k"].to_vec(), Reply::Int(1)),
+        ("UNLINK", args!["UNLINK", "k"].to_vec(), Reply::Int(1)),
+        (
+            "PEXPIRE",
+            args!["PEXPIRE", "k", "20"].to_vec(),
+            Reply::Int(1),
+        ),
+        ("FLUSHALL", args!["FLUSHALL"].to_vec(), ok()),
+        ("FLUSHALL ASYNC", args!["FLUSHALL", "ASYNC"].to_vec(), ok()),
+        ("FLUSHDB", args!["FLUSHDB"].to_vec(), ok()),
+        ("SWAPDB", args!["SWAPDB", "0", "1"].to_vec(), ok()),
+        ("RENAME", args!["RENAME", "k", "elsewhere"].to_vec(), ok()),
+        (
+            "Redisson unlock script",
+            args![
                 "EVAL",
                 redisson::UNLOCK,
                 "2",
@@ -437,32 +449,35 @@ fn foreign_releases_serve_the_queue() {
                 redisson::UNLOCK_MESSAGE,
                 "30000",
                 "holder",
-            ]);
-            assert_eq!(r.as_int(), 1);
-        }),
+            ]
+            .to_vec(),
+            Reply::Int(1),
+        ),
     ];
     for kind in KINDS {
         let s = Server::start(kind);
         let mut c = s.client();
-        for (name, action) in paths {
+        for (name, action, answer) in &paths {
             c.cmd(&["FLUSHALL"]);
             assert_eq!(
                 c.cmd(&["LOCK.ACQUIRE", "k", "holder", "PX", "60000"])
                     .as_int(),
                 1
             );
-            let mut w = s.client();
-            block(&mut w, "k", "waiter", &["PX", "5000", "BLOCK", "0"]);
-            wait_waiting(&s, 1);
-            let started = Instant::now();
-            action(&mut c);
-            let reply = w.try_read_reply(SECOND);
-            assert_eq!(reply, Some(Reply::Int(1)), "{kind}: {name} served the head");
-            assert!(
-                started.elapsed() < Duration::from_millis(200),
-                "{kind}: {name} took {:?}",
-                started.elapsed()
+            let mut w = queue_timed(&s, "waiter", &["PX", "5000"]);
+            send_timed(&mut c, action);
+            let acted = read_timed(&mut c);
+            assert_eq!(acted.reply, *answer, "{kind}: {name}");
+            let granted = read_timed(&mut w);
+            assert_eq!(
+                granted.reply,
+                Reply::Int(1),
+                "{kind}: {name} served the head"
             );
+            // On the server's clock: from the action to the grant's reply
+            // (PEXPIRE's 20 ms included).
+            let late_ms = (granted.answered_us - acted.sent_us) / 1000;
+            assert!(late_ms < 200, "{kind}: {name} took {late_ms} ms");
             assert_eq!(
                 owner_of(&mut c, "k").as_deref(),
                 Some("waiter"),
@@ -479,8 +494,7 @@ fn foreign_releases_serve_the_queue() {
 #[test]
 fn hand_off_publishes_nothing() {
     for kind in KINDS {
-        let s = Server::start(kind);
-        let mut c = s.client();
+        let (s, mut c) = held(kind, &["PX", "60000"]);
         let ch = redisson::channel(b"k");
         let bulk = |b: &[u8]| Reply::Bulk(b.to_vec());
         let mut sub = s.client();
@@ -498,20 +512,9 @@ fn hand_off_publishes_nothing() {
             assert_eq!(got, None, "{kind}: {what} published");
         };
 
-        assert_eq!(
-            c.cmd(&["LOCK.ACQUIRE", "k", "holder", "PX", "60000"])
-                .as_int(),
-            1
-        );
-        let mut w1 = s.client();
-        block(&mut w1, "k", "w1", &["PX", "60000", "BLOCK", "0"]);
-        wait_waiting(&s, 1);
-        let mut w2 = s.client();
-        block(&mut w2, "k", "w2", &["PX", "100", "BLOCK", "0"]);
-        wait_waiting(&s, 2);
-        let mut w3 = s.client();
-        block(&mut w3, "k", "w3", &["PX", "60000", "BLOCK", "0"]);
-        wait_waiting(&s, 3);
+        let mut w1 = queue(&s, "w1", &["PX", "60000"]);
+        let mut w2 = queue(&s, "w2", &["PX", "100"]);
+        let mut w3 = queue(&s, "w3", &["PX", "60000"]);
 
         assert_eq!(c.cmd(&["LOCK.RELEASE", "k", "holder"]).as_int(), 0);
         assert_eq!(w1.read_reply(), Reply::Int(1), "{kind}");
@@ -550,12 +553,8 @@ fn hand_off_publishes_nothing() {
 #[test]
 fn eviction_serves_the_queue() {
     for kind in KINDS {
-        let s = Server::start(kind);
-        let mut c = s.client();
-        c.cmd(&["LOCK.ACQUIRE", "k", "holder", "PX", "600000"]);
-        let mut w = s.client();
-        block(&mut w, "k", "waiter", &["PX", "600000", "BLOCK", "0"]);
-        wait_waiting(&s, 1);
+        let (s, mut c) = held(kind, &["PX", "600000"]);
+        let mut w = queue(&s, "waiter", &["PX", "600000"]);
         // The lock is the only key with a TTL: volatile-ttl evicts it first.
         let used: u64 = s
             .info_field("memory", "used_memory")
@@ -589,28 +588,26 @@ fn eviction_serves_the_queue() {
 #[test]
 fn shorter_lease_moves_the_hand_off_earlier() {
     for kind in KINDS {
-        let s = Server::start(kind);
-        let mut c = s.client();
-        c.cmd(&["LOCK.ACQUIRE", "k", "holder", "PX", "60000"]);
-        let mut w = s.client();
-        block(&mut w, "k", "w", &["BLOCK", "0"]);
-        wait_waiting(&s, 1);
-        // Re-entry with a short lease, then RENEW with a shorter one.
-        assert_eq!(
-            c.cmd(&["LOCK.ACQUIRE", "k", "holder", "PX", "400"])
-                .as_int(),
-            2
-        );
-        assert_eq!(
-            c.cmd(&["LOCK.RENEW", "k", "holder", "PX", "100"]).as_int(),
-            1
-        );
-        let started = Instant::now();
-        assert_eq!(w.read_reply(), Reply::Int(1));
+        let (s, mut c) = held(kind, &["PX", "60000"]);
+        let mut w = queue_timed(&s, "w", &[]);
+        // Re-entry with a short lease, then RENEW with a shorter one, each
+        // read with the deadline it set (one pipeline: the server's clock).
+        c.send_pipeline(&[
+            &["LOCK.ACQUIRE", "k", "holder", "PX", "400"][..],
+            &["LOCK.RENEW", "k", "holder", "PX", "100"],
+            &["PEXPIRETIME", "k"],
+        ]);
+        assert_eq!(c.read_reply(), Reply::Int(2));
+        assert_eq!(c.read_reply(), Reply::Int(1));
+        let deadline = c.read_reply().as_int();
+        let granted = read_timed(&mut w);
+        assert_eq!(granted.reply, Reply::Int(1));
+        // Handed on just after the renewed deadline (the re-entry's was 300
+        // ms later), as promptly as `lease_deadline_hands_on_promptly` asks.
+        let late = granted.answered_us / 1000 - deadline;
         assert!(
-            started.elapsed() < Duration::from_millis(250),
-            "{kind}: {:?}",
-            started.elapsed()
+            (1..=50).contains(&late),
+            "{kind}: handed on {late} ms after the renewed deadline"
         );
     }
 }
@@ -620,14 +617,17 @@ fn shorter_lease_moves_the_hand_off_earlier() {
 #[test]
 fn hand_off_waits_for_a_write_pause() {
     for kind in KINDS {
-        let s = Server::start(kind);
-        let mut c = s.client();
-        c.cmd(&["LOCK.ACQUIRE", "k", "holder", "PX", "50"]);
-        let mut w = s.client();
-        block(&mut w, "k", "w", &["BLOCK", "0"]);
-        wait_waiting(&s, 1);
+        let (s, mut c) = held(kind, &["PX", "60000"]);
+        let mut w = queue(&s, "w", &[]);
+        // The lease is cut short only now, with the waiter queued, and the
+        // pause starts at once after (one pipeline).
         let started = Instant::now();
-        assert_eq!(c.cmd(&["CLIENT", "PAUSE", "300", "WRITE"]).as_str(), "OK");
+        c.send_pipeline(&[
+            &["LOCK.RENEW", "k", "holder", "PX", "50"][..],
+            &["CLIENT", "PAUSE", "300", "WRITE"],
+        ]);
+        assert_eq!(c.read_reply(), Reply::Int(1));
+        assert_eq!(c.read_reply().as_str(), "OK");
         assert_eq!(w.read_reply(), Reply::Int(1));
         assert!(
             started.elapsed() >= Duration::from_millis(250),
@@ -643,15 +643,11 @@ fn hand_off_waits_for_a_write_pause() {
 #[test]
 fn hand_off_is_replicated() {
     for kind in KINDS {
-        let primary = Server::start(kind);
+        let (primary, mut p) = held(kind, &["PX", "60000"]);
         let replica = Server::start(kind);
         replica.replica_of(&primary);
-        let mut p = primary.client();
         let mut r = replica.client();
-        p.cmd(&["LOCK.ACQUIRE", "k", "holder", "PX", "60000"]);
-        let mut w = primary.client();
-        block(&mut w, "k", "waiter", &["PX", "45000", "BLOCK", "0"]);
-        wait_waiting(&primary, 1);
+        let mut w = queue(&primary, "waiter", &["PX", "45000"]);
         p.cmd(&["LOCK.RELEASE", "k", "holder"]);
         assert_eq!(w.read_reply(), Reply::Int(1));
         assert_eq!(p.cmd(&["WAIT", "1", "2000"]).as_int(), 1);
@@ -696,27 +692,82 @@ fn timer_hand_off_is_replicated_in_its_database() {
     }
 }
 
-/// A primary that becomes a replica drops its waiters with the server's error.
+/// What a blocked client gets from Redis 7.0 and Valkey 9.1 when its server
+/// becomes a replica (the server's own reply, not the module's).
+const STEPPED_DOWN: &str =
+    "UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)";
+
+/// SPEC.md "Topology": a waiter whose node becomes a replica gets an error,
+/// never a grant: `UNBLOCKED`, or a redirect (`REDIRECT host:port`, or
+/// `MOVED slot host:port`) naming the node that now serves the key. Returns
+/// why `reply` is not one of those.
+fn not_a_step_down_answer(reply: &Option<Reply>, new_primary: u16, slot: i64) -> Option<String> {
+    let redirect = format!("REDIRECT 127.0.0.1:{new_primary}");
+    let moved = format!("MOVED {slot} 127.0.0.1:{new_primary}");
+    match reply {
+        Some(Reply::Error(e)) if e.starts_with("UNBLOCKED ") || *e == redirect || *e == moved => {
+            None
+        }
+        None => Some("no answer: the waiter is left hanging".into()),
+        Some(other) => Some(format!(
+            "{other:?} is neither UNBLOCKED nor `{redirect}` nor `{moved}`"
+        )),
+    }
+}
+
+/// A primary that becomes a replica drops its waiters, RESP2 and RESP3,
+/// with the server's error; the server may close the connection after it.
 #[test]
 fn waiters_get_an_error_when_the_primary_steps_down() {
     for kind in KINDS {
-        let s = Server::start(kind);
+        let (s, mut c) = held(kind, &[]);
         let other = Server::start(kind);
-        let mut c = s.client();
-        c.cmd(&["LOCK.ACQUIRE", "k", "holder"]);
-        let mut w = s.client();
-        block(&mut w, "k", "w", &["BLOCK", "0"]);
-        wait_waiting(&s, 1);
+        let mut w2 = queue(&s, "w2", &[]);
+        let mut w3 = enqueue(&s, s.client_resp3(), "w3", &[]);
         c.cmd(&args!["REPLICAOF", "127.0.0.1", other.port]);
-        w.set_timeout(Some(5 * SECOND));
-        let reply = w.try_read_reply(5 * SECOND);
-        assert!(
-            matches!(&reply, Some(r) if r.is_error()),
-            "{kind}: a waiter gets an error, never a grant: {reply:?}"
-        );
+        for (name, w) in [("RESP2", &mut w2), ("RESP3", &mut w3)] {
+            let reply = w.try_read_reply(5 * SECOND);
+            assert_eq!(
+                reply,
+                Some(Reply::Error(STEPPED_DOWN.into())),
+                "{kind}: a {name} waiter gets the server's error, never a grant"
+            );
+        }
         wait_waiting(&s, 0);
         assert_eq!(blocked_clients(&s), 0);
     }
+}
+
+/// KNOWN FAILURE on the current module (Valkey 9.1), kept because SPEC.md
+/// "Topology" requires it: a waiter that sent `CLIENT CAPA redirect` must be
+/// answered too (UNBLOCKED or `REDIRECT host:port`) when its primary steps
+/// down. Valkey answers only the other blocked clients and leaves these
+/// blocked (measured: no reply within 5 s, lock_waiting and blocked_clients
+/// stay 1); the module must answer them itself on REPLICATION_ROLE_CHANGED
+/// (ENGINEERING.md, "Cluster and role changes"). Redis 7.0 has no
+/// `CLIENT CAPA`: its clients are covered by the test above.
+#[test]
+fn redirect_capable_waiters_get_an_error_when_the_primary_steps_down() {
+    let kind = Kind::Valkey;
+    let (s, mut c) = held(kind, &[]);
+    let other = Server::start(kind);
+    let slot = c.cmd(&["CLUSTER", "KEYSLOT", "k"]).as_int();
+    let mut w = s.client_resp3();
+    assert_eq!(
+        w.cmd(&["CLIENT", "CAPA", "redirect"]),
+        Reply::Status("OK".into())
+    );
+    let mut w = enqueue(&s, w, "w", &[]);
+    c.cmd(&args!["REPLICAOF", "127.0.0.1", other.port]);
+    let reply = w.try_read_reply(5 * SECOND);
+    if let Some(why) = not_a_step_down_answer(&reply, other.port, slot) {
+        panic!(
+            "{kind}: KNOWN FAILURE (SPEC.md Topology, not yet implemented): a waiter that \
+             sent CLIENT CAPA redirect is answered when the primary steps down: {why}"
+        );
+    }
+    wait_waiting(&s, 0);
+    assert_eq!(blocked_clients(&s), 0);
 }
 
 /// 32 clients × 50 acquisitions, all through BLOCK: every one granted, never
@@ -776,92 +827,5 @@ fn many_clients_contend_without_loss() {
         wait_waiting(&s, 0);
         assert_eq!(s.info_field("lock", "lock_queues").as_deref(), Some("0"));
         assert_eq!(blocked_clients(&s), 0, "{kind}");
-    }
-}
-
-/// Many waiters come and go (time out, disconnect, get served): blocked
-/// clients and memory return to the fresh server's baseline.
-#[test]
-fn no_leaks_after_many_waiters() {
-    for kind in KINDS {
-        let s = Server::start(kind);
-        // used_memory once every other connection is gone (only `c` and the
-        // INFO connection itself remain).
-        let used = |s: &Server| -> i64 {
-            assert!(wait_until(5 * SECOND, || {
-                s.info_field("clients", "connected_clients").as_deref() == Some("2")
-            }));
-            s.info_field("memory", "used_memory")
-                .unwrap()
-                .parse()
-                .unwrap()
-        };
-        let mut c = s.client();
-        let churn = |s: &Server, c: &mut Client| {
-            c.cmd(&["LOCK.ACQUIRE", "k", "holder", "PX", "60000"]);
-            let (mut timing_out, mut leaving, mut served) = (Vec::new(), Vec::new(), Vec::new());
-            for i in 0..300 {
-                let mut w = s.client();
-                let owner = format!("w{i}");
-                match i % 3 {
-                    0 => {
-                        block(&mut w, "k", &owner, &["BLOCK", "1"]);
-                        timing_out.push(w);
-                    }
-                    1 => {
-                        block(&mut w, "k", &owner, &["BLOCK", "0"]);
-                        leaving.push(w);
-                    }
-                    _ => {
-                        block(&mut w, "k", &owner, &["BLOCK", "0"]);
-                        served.push((owner, w));
-                    }
-                }
-            }
-            for w in &mut timing_out {
-                assert!(w.read_reply().is_nil());
-            }
-            wait_waiting(s, 200);
-            drop(leaving);
-            wait_waiting(s, 100);
-            let mut holder = "holder".to_string();
-            for (owner, mut w) in served {
-                assert_eq!(c.cmd(&["LOCK.RELEASE", "k", &holder]).as_int(), 0);
-                assert_eq!(w.read_reply(), Reply::Int(1));
-                holder = owner;
-            }
-            assert_eq!(c.cmd(&["LOCK.RELEASE", "k", &holder]).as_int(), 0);
-        };
-        // Warm up with one full round first, so the baseline is the server's
-        // steady state: Redis keeps some memory after any burst of hundreds of
-        // connections (about 75 KB with plain PINGs, measured), and it pools
-        // the temporary clients that carry blocked-client replies (its cron
-        // frees idle ones down to 8, modulesCron). After that, more rounds
-        // must not grow memory.
-        churn(&s, &mut c);
-        thread::sleep(3 * SECOND);
-        let baseline = used(&s);
-        for _ in 0..3 {
-            churn(&s, &mut c);
-        }
-        wait_waiting(&s, 0);
-        assert_eq!(blocked_clients(&s), 0);
-        assert_eq!(s.info_field("lock", "lock_queues").as_deref(), Some("0"));
-        // Redis keeps a pool of temporary clients for blocked-client replies
-        // and frees the idle ones in its cron, over a few seconds.
-        let started = Instant::now();
-        let mut after = used(&s);
-        while after > baseline + baseline / 50 && started.elapsed() < 20 * SECOND {
-            thread::sleep(Duration::from_millis(200));
-            after = used(&s);
-        }
-        assert!(
-            after <= baseline + baseline / 50,
-            "{kind}: used_memory {baseline} → {after}"
-        );
-        eprintln!(
-            "{kind}: used_memory {baseline} → {after} after {:?}",
-            started.elapsed()
-        );
     }
 }

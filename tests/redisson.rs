@@ -172,7 +172,8 @@ fn exclusion_both_ways(kind: Kind) {
     // Another thread of the same Redisson client is another owner too.
     let other_thread = r.owner(2);
     assert_eq!(c.cmd(&args!["LOCK.ACQUIRE", "k", other_thread]), Reply::Nil);
-    assert!(r.try_lock(b"k", 2).is_some_and(|pttl| pttl > 0));
+    let pttl = r.try_lock(b"k", 2).expect("thread 2 got thread 1's lock");
+    assert!(pttl > 28500 && pttl <= 30000, "{pttl}");
     assert_eq!(
         c.cmd(&["HGETALL", "k"]),
         Reply::Array(vec![bulk(&owner), bulk("1")])
@@ -193,7 +194,11 @@ fn exclusion_both_ways(kind: Kind) {
     );
     // A generated owner too.
     let uuid = c.cmd(&["LOCK.ACQUIRE", "k3", "*"]).as_bytes().to_vec();
-    assert!(r.try_lock(b"k3", 1).is_some());
+    // The default lease, 30 s.
+    let pttl = r
+        .try_lock(b"k3", 1)
+        .expect("Redisson got a lock held by a generated owner");
+    assert!(pttl > 28500 && pttl <= 30000, "{pttl}");
     assert_eq!(
         c.cmd(&["HGETALL", "k3"]),
         Reply::Array(vec![bulk(&uuid), bulk("1")])
@@ -377,34 +382,38 @@ fn channel_naming_rule(kind: Kind) {
     ];
     // One pattern subscriber catches every channel the module publishes on.
     let mut all = s.client_resp3();
-    let r = all.cmd(&["PSUBSCRIBE", "redisson_lock__channel:*"]);
-    assert!(
-        matches!(&r, Reply::Push(v) if v[0] == bulk("psubscribe")),
-        "{r:?}"
+    assert_eq!(
+        all.cmd(&["PSUBSCRIBE", "redisson_lock__channel:*"]),
+        Reply::Push(vec![
+            bulk("psubscribe"),
+            bulk("redisson_lock__channel:*"),
+            Reply::Int(1),
+        ])
     );
+    let unlocked = |ch: &[u8]| {
+        Reply::Push(vec![
+            bulk("pmessage"),
+            bulk("redisson_lock__channel:*"),
+            bulk(ch),
+            bulk(UNLOCK_MESSAGE),
+        ])
+    };
     for (key, want) in cases {
         assert_eq!(channel(key), *want, "test's own rule");
         let mut sub = Subscriber::new(&s, false, want);
         for how in ["release", "force"] {
             assert_eq!(c.cmd(&args!["LOCK.ACQUIRE", key, "a"]), Reply::Int(1));
+            // RELEASE answers the holds left (0: freed), FORCERELEASE 1
+            // (a lock was there).
             let r = match how {
                 "release" => c.cmd(&args!["LOCK.RELEASE", key, "a"]),
                 _ => c.cmd(&args!["LOCK.FORCERELEASE", key]),
             };
-            assert!(matches!(r, Reply::Int(0) | Reply::Int(1)), "{r:?}");
+            let freed = if how == "release" { 0 } else { 1 };
+            assert_eq!(r, Reply::Int(freed), "{}: {how}", key.escape_ascii());
             sub.expect_unlock();
             let got = all.try_read_reply(Duration::from_secs(5));
-            assert_eq!(
-                got,
-                Some(Reply::Push(vec![
-                    bulk("pmessage"),
-                    bulk("redisson_lock__channel:*"),
-                    bulk(want),
-                    bulk("0"),
-                ])),
-                "{}: {how}",
-                key.escape_ascii()
-            );
+            assert_eq!(got, Some(unlocked(want)), "{}: {how}", key.escape_ascii());
             // Exactly one message per unlock.
             assert_eq!(all.try_read_reply(Duration::from_millis(50)), None);
         }
@@ -413,7 +422,13 @@ fn channel_naming_rule(kind: Kind) {
         assert_eq!(r.try_lock(key, 1), None);
         assert_eq!(r.unlock(key, 1), Some(true));
         sub.expect_unlock();
-        assert!(all.try_read_reply(Duration::from_secs(5)).is_some());
+        assert_eq!(
+            all.try_read_reply(Duration::from_secs(5)),
+            Some(unlocked(want)),
+            "{}: Redisson's unlock",
+            key.escape_ascii()
+        );
+        assert_eq!(all.try_read_reply(Duration::from_millis(50)), None);
     }
 }
 

@@ -8,9 +8,11 @@
 //! well-formed value of the right shape or an error with one of the
 //! module's codes (the testkit client panics on anything malformed); the
 //! server must never crash or stall, log no panic, and keys outside the
-//! fuzzed set must be byte-for-byte untouched.
+//! fuzzed set must be byte-for-byte untouched. Every kind of answer must
+//! come back at least once (see [`SHAPES`]), or the vectors no longer reach
+//! every path.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::{Duration, Instant};
 
@@ -21,10 +23,29 @@ use crate::servers;
 use testkit::hostile::{Via, describe, judge, seed_keys, vector};
 use testkit::rng::Rng;
 
+/// Every kind of answer a run must see at least once: each error code, both
+/// integer replies (0/1 and a hold count above 1), nil in RESP2 and RESP3,
+/// a generated owner, and LOCK.INFO as a RESP2 array and a RESP3 map.
+pub const SHAPES: [&str; 11] = [
+    "ERR",
+    "WRONGTYPE",
+    "NOTOWNER",
+    "NOTLOCK",
+    "integer 0 or 1",
+    "integer above 1",
+    "RESP2 nil",
+    "RESP3 null",
+    "bulk",
+    "RESP2 array",
+    "RESP3 map",
+];
+
 #[derive(Default)]
 pub struct Tally {
     pub vectors: u64,
     pub by_reply: BTreeMap<&'static str, u64>,
+    /// Which of [`SHAPES`] (and others) came back.
+    pub shapes: BTreeSet<&'static str>,
     pub bad: Vec<String>,
     pub multi: u64,
     pub eval: u64,
@@ -32,6 +53,21 @@ pub struct Tally {
 
 impl Tally {
     fn count(&mut self, r: &Reply) {
+        self.shapes.insert(match r {
+            Reply::Int(n) if *n > 1 => "integer above 1",
+            Reply::Int(_) => "integer 0 or 1",
+            Reply::Nil => "RESP2 nil",
+            Reply::Null => "RESP3 null",
+            Reply::Bulk(_) => "bulk",
+            Reply::Array(_) => "RESP2 array",
+            Reply::Map(_) => "RESP3 map",
+            Reply::Error(e) => SHAPES[..4]
+                .iter()
+                .find(|code| e.split(' ').next() == Some(code))
+                .copied()
+                .unwrap_or("other error"),
+            _ => "other",
+        });
         let kind = match r {
             Reply::Error(e) if e.starts_with("ERR ") => "ERR",
             Reply::Error(e) if e.starts_with("WRONGTYPE") => "WRONGTYPE",
@@ -256,6 +292,16 @@ pub fn section(kinds: &[Kind], per_server: u64) -> Section {
         for b in r.tally.bad.iter().take(10) {
             sec.fail(format!("{kind}: {b}"));
         }
+        let missing: Vec<&str> = SHAPES
+            .into_iter()
+            .filter(|shape| !r.tally.shapes.contains(shape))
+            .collect();
+        sec.check(missing.is_empty(), || {
+            format!(
+                "{kind}: never answered {missing:?} (seen: {:?}): the vectors no longer reach every path",
+                r.tally.shapes
+            )
+        });
         for p in &r.problems {
             sec.fail(format!("{kind}: {p}"));
         }

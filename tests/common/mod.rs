@@ -72,3 +72,56 @@ pub fn now_ms() -> i64 {
         .expect("clock before 1970")
         .as_millis() as i64
 }
+
+/// A `TIME` reply in µs since the epoch, on the server's clock.
+#[track_caller]
+pub fn time_us(r: &Reply) -> i64 {
+    let part = |i: usize| -> i64 {
+        r.as_array()[i]
+            .as_str()
+            .parse()
+            .unwrap_or_else(|e| panic!("TIME replied {r:?}: {e}"))
+    };
+    part(0) * 1_000_000 + part(1)
+}
+
+/// Sends `cmd` between two `TIME`s in one write (see
+/// [`Client::send_pipeline`]); [`read_timed`] reads the replies later.
+#[track_caller]
+pub fn send_timed<A: AsRef<[u8]>>(c: &mut Client, cmd: &[A]) {
+    let cmd: Vec<&[u8]> = cmd.iter().map(|a| a.as_ref()).collect();
+    let time: [&[u8]; 1] = [b"TIME"];
+    c.send_pipeline(&[&time[..], &cmd[..], &time[..]]);
+}
+
+/// A command's reply and when the server ran it, on its own clock.
+#[derive(Debug)]
+pub struct Timed {
+    pub reply: Reply,
+    /// Just before the command ran (µs).
+    pub sent_us: i64,
+    /// Just after its reply (µs): the trailing `TIME` waits in the query
+    /// buffer while the command blocks and runs right after it is unblocked,
+    /// in the same event-loop pass, whenever this process reads it.
+    pub answered_us: i64,
+}
+
+impl Timed {
+    /// From before the command ran to after its reply, in ms.
+    pub fn took_ms(&self) -> f64 {
+        (self.answered_us - self.sent_us) as f64 / 1000.0
+    }
+}
+
+/// Reads the replies of [`send_timed`].
+#[track_caller]
+pub fn read_timed(c: &mut Client) -> Timed {
+    let sent_us = time_us(&c.read_reply());
+    let reply = c.read_reply();
+    let answered_us = time_us(&c.read_reply());
+    Timed {
+        reply,
+        sent_us,
+        answered_us,
+    }
+}

@@ -304,18 +304,32 @@ impl Client {
     /// commands, SUBSCRIBE, ...).
     #[track_caller]
     pub fn send<A: AsRef<[u8]>>(&mut self, args: &[A]) {
-        assert!(!args.is_empty(), "empty command");
-        // Always a RESP array of bulk strings: binary safe, NULs included.
-        let mut buf =
-            Vec::with_capacity(16 + args.iter().map(|a| a.as_ref().len() + 16).sum::<usize>());
-        buf.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
-        for a in args {
-            let a = a.as_ref();
-            buf.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-            buf.extend_from_slice(a);
-            buf.extend_from_slice(b"\r\n");
+        self.send_pipeline(&[args]);
+    }
+
+    /// Sends several commands in one write without reading the replies: the
+    /// server reads them together and runs them back to back, with no pause
+    /// of this process in between (e.g. `TIME`, a command, `TIME`: the
+    /// command timed on the server's clock). One reply per command follows.
+    #[track_caller]
+    pub fn send_pipeline<A: AsRef<[u8]>>(&mut self, cmds: &[&[A]]) {
+        let size: usize = cmds
+            .iter()
+            .map(|args| 16 + args.iter().map(|a| a.as_ref().len() + 16).sum::<usize>())
+            .sum();
+        let mut buf = Vec::with_capacity(size);
+        for args in cmds {
+            assert!(!args.is_empty(), "empty command");
+            // Always a RESP array of bulk strings: binary safe, NULs included.
+            buf.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+            for a in args.iter() {
+                let a = a.as_ref();
+                buf.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+                buf.extend_from_slice(a);
+                buf.extend_from_slice(b"\r\n");
+            }
+            self.last_cmd = describe(args);
         }
-        self.last_cmd = describe(args);
         if let Err(e) = self.reader.get_mut().write_all(&buf) {
             panic!("sending {} to port {}: {e}", self.last_cmd, self.port);
         }
