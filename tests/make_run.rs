@@ -29,8 +29,24 @@ struct MakeRun {
 }
 
 impl MakeRun {
+    /// Starts it on a free port; a port lost to another test's server in the
+    /// meantime is retried on another one.
     #[track_caller]
     fn start(kind: Kind) -> MakeRun {
+        for _ in 0..5 {
+            let mut s = MakeRun::spawn(kind);
+            match s.wait_ready() {
+                Ok(()) => return s,
+                Err(why) if s.output().contains("Address already in use") => {
+                    eprintln!("port {} taken ({why}); retrying", s.port);
+                }
+                Err(why) => panic!("the server of `make run` did not start: {why}"),
+            }
+        }
+        panic!("the server of `make run` found no free port in 5 tries")
+    }
+
+    fn spawn(kind: Kind) -> MakeRun {
         let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
         let data = tempfile::Builder::new()
             .prefix("hashlock-make-run-")
@@ -54,21 +70,31 @@ impl MakeRun {
             .stderr(out)
             .spawn()
             .unwrap_or_else(|e| panic!("cannot run scripts/run-server.sh: {e}"));
-        let mut s = MakeRun { child, port, data };
-        let ready = wait_until(READY, || s.answers_ping());
-        assert!(
-            ready,
-            "the server of `make run` did not answer PING within {READY:?}"
-        );
-        s
+        MakeRun { child, port, data }
     }
 
-    fn answers_ping(&mut self) -> bool {
-        if let Ok(Some(status)) = self.child.try_wait() {
-            panic!("the server of `make run` exited with {status}");
+    /// Until our process (run-server.sh execs the server, so the pid is the
+    /// server's) answers on the port, or has exited.
+    fn wait_ready(&mut self) -> Result<(), String> {
+        let pid = self.child.id().to_string();
+        let deadline = std::time::Instant::now() + READY;
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Err(format!("exited with {status}"));
+            }
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                let info = Client::connect(self.port).cmd(&["INFO", "server"]);
+                let info = String::from_utf8_lossy(info.as_bytes()).into_owned();
+                if testkit::info_value(&info, "process_id") == Some(pid.as_str()) {
+                    return Ok(());
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
-        std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok()
-            && Client::connect(self.port).cmd(&["PING"]) == Reply::Status("PONG".into())
+        Err(format!(
+            "no answer from pid {pid} on port {} within {READY:?}",
+            self.port
+        ))
     }
 
     fn output(&self) -> String {
