@@ -30,8 +30,10 @@
 //!     back to the first);
 //!   - `<!-- readme-test: skip -->`: not checked (say why in the README).
 //! - A block of redis-cli output with no command and no marker, a marker
-//!   not followed by a block, `redis-cli` without `-p 6380` and any other
-//!   `$` command are errors: examples are never skipped by accident.
+//!   not followed by a block, `redis-cli` without `-p 6380`, and any other
+//!   `$` command in an example are errors: examples are never skipped by
+//!   accident. (A block of shell commands without redis-cli, such as
+//!   `$ make run`, is not an example.)
 //!
 //! `readme_examples` runs them; `checker_*` prove the checker fails when a
 //! reply shown is wrong (so a drifted README cannot pass).
@@ -188,6 +190,13 @@ fn checker_refuses_what_a_reader_could_not_run() {
     assert!(e.contains("the shell would expand it"), "{e}");
     let e = parse_err("```\n127.0.0.1:6379> PING\nPONG\n```\n");
     assert!(e.contains("use `redis>`"), "{e}");
+    let e = parse_err("```\n$ make run\n$ redis-cli -p 6380 PING\nPONG\n```\n");
+    assert!(e.contains("only redis-cli runs in an example"), "{e}");
+    assert!(
+        sessions("```\n$ make run\n$ cargo build\n```\n")
+            .unwrap()
+            .is_empty()
+    );
     let e = parse_err("```\n(integer) 1\n```\n");
     assert!(e.contains("looks like redis-cli output"), "{e}");
     let e = parse_err("<!-- readme-test: continue -->\ntext\n```\nredis> PING\nPONG\n```\n");

@@ -108,11 +108,9 @@ pub fn sessions(readme: &str) -> Result<Vec<Session>, String> {
             }
             continue;
         }
-        let steps = block_steps(body, start + 1, m.terminal.unwrap_or(1))?;
-        let has_command = steps
-            .iter()
-            .any(|s| !matches!(s.kind, StepKind::LateReply { .. }));
-        if marked_at.is_none() && !has_command {
+        // A block of other shell commands (`$ make run`) is not an example.
+        let has_cli = body.iter().any(|l| is_cli_line(l));
+        if marked_at.is_none() && !has_cli {
             if let Some((n, l)) = body.iter().enumerate().find(|(_, l)| looks_like_reply(l)) {
                 return Err(format!(
                     "README.md:{}: `{l}` looks like redis-cli output in a block without \
@@ -123,6 +121,10 @@ pub fn sessions(readme: &str) -> Result<Vec<Session>, String> {
             }
             continue;
         }
+        let steps = block_steps(body, start + 1, m.terminal.unwrap_or(1))?;
+        let has_command = steps
+            .iter()
+            .any(|s| !matches!(s.kind, StepKind::LateReply { .. }));
         if m.continues {
             match sessions.last_mut() {
                 Some(s) => s.steps.extend(steps),
@@ -178,6 +180,15 @@ fn parse_marker(line: &str) -> Option<Result<Marker, String>> {
         return Some(Err("`terminal N` only makes sense with `continue`".into()));
     }
     Some(Ok(m))
+}
+
+/// A redis-cli command line: `$ redis-cli ...` or a prompt (a wrong one too,
+/// so that it is reported).
+fn is_cli_line(line: &str) -> bool {
+    let first = line.split_whitespace().next().unwrap_or("");
+    line.starts_with("$ redis-cli")
+        || first == "redis>"
+        || (first.ends_with('>') && first.contains(':'))
 }
 
 fn looks_like_reply(line: &str) -> bool {
