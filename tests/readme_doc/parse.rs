@@ -76,12 +76,12 @@ pub fn sessions(readme: &str) -> Result<Vec<Session>, String> {
             if line.starts_with('#') {
                 heading = line.trim_start_matches('#').trim().to_string();
             }
-            if !line.trim().is_empty() {
-                if let Some((at, _)) = marker {
-                    return Err(format!(
-                        "README.md:{at}: marker not followed by a code block"
-                    ));
-                }
+            if !line.trim().is_empty()
+                && let Some((at, _)) = marker
+            {
+                return Err(format!(
+                    "README.md:{at}: marker not followed by a code block"
+                ));
             }
             continue;
         };
@@ -265,13 +265,13 @@ fn block_steps(body: &[&str], first_line: usize, terminal: u32) -> Result<Vec<St
         }
     }
     for s in &steps {
-        if let StepKind::OneShot { reply, .. } = &s.kind {
-            if reply.is_empty() {
-                return Err(format!(
-                    "README.md:{}: a one-shot redis-cli shows no reply",
-                    s.line
-                ));
-            }
+        if let StepKind::OneShot { reply, .. } = &s.kind
+            && reply.is_empty()
+        {
+            return Err(format!(
+                "README.md:{}: a one-shot redis-cli shows no reply",
+                s.line
+            ));
         }
     }
     Ok(steps)

@@ -96,16 +96,16 @@ pub fn run_session(session: &Session, port: u16) -> Result<(), String> {
     }
     // Whatever the README leaves waiting must really still wait.
     for (n, term) in &mut terminals {
-        if let (Some((l, args)), Some(client)) = (&term.waiting, &mut term.client) {
-            if let Some(got) = client.try_read_reply(STILL_WAITING) {
-                return Err(format!(
-                    "README.md:{l} (terminal {n}): {}",
-                    show(
-                        args,
-                        format!("left waiting, but the server replied {got:?}")
-                    )
-                ));
-            }
+        if let (Some((l, args)), Some(client)) = (&term.waiting, &mut term.client)
+            && let Some(got) = client.try_read_reply(STILL_WAITING)
+        {
+            return Err(format!(
+                "README.md:{l} (terminal {n}): {}",
+                show(
+                    args,
+                    format!("left waiting, but the server replied {got:?}")
+                )
+            ));
         }
     }
     Ok(())
