@@ -17,10 +17,11 @@ build:
 
 # Builds the module and runs redis-server in the foreground with redis.conf
 # (port 6380, data in ./data). Try it: redis-cli -p 6380 LOCK.ACQUIRE k me
+# scripts/run-server.sh passes the data dir and the module as absolute paths
+# (tests/make_run.rs starts the server through it too).
 run: build
 	@scripts/deps.sh run
-	@mkdir -p data
-	redis-server redis.conf
+	@scripts/run-server.sh
 
 # Unit and property tests of the core, then integration tests against real
 # Redis 7.0 and Valkey 9.1 servers the tests start themselves.
