@@ -69,14 +69,18 @@ const GOOD: &str = r#"
 $ redis-cli -p 6380 LOCK.ACQUIRE k me PX 60000
 (integer) 1
 redis> LOCK.INFO k
-1) "owner"
-2) "me"
-3) "holds"
-4) (integer) 1
-5) "ttl"
-6) (integer) 12
-7) "waiters"
-8) (integer) 0
+ 1) "owner"
+ 2) "me"
+ 3) "holds"
+ 4) (integer) 1
+ 5) "ttl"
+ 6) (integer) 12
+ 7) "waiters"
+ 8) (integer) 0
+ 9) "keepalive"
+10) (integer) 0
+11) "token"
+12) (integer) 0
 redis> LOCK.ACQUIRE job * EX 60
 "0a9d0d8a-1f59-4e6b-9a51-7a1b2c3d4e5f"
 redis> LOCK.RELEASE job 0a9d0d8a-1f59-4e6b-9a51-7a1b2c3d4e5f
@@ -147,7 +151,7 @@ fn checker_fails_on_a_wrong_reply() {
     // A late reply that differs.
     assert_fails(
         &variant("```\n(integer) 1\n```", "```\n(nil)\n```"),
-        "(sent at line 24)",
+        "(sent at line 28)",
     );
     // A UUID is only a UUID where the server sent one.
     assert_fails(
