@@ -73,25 +73,13 @@ clean:
 
 # ---- client libraries (clients/: Python, Node.js, Rust) ---------------------
 # Each suite starts its own Redis 7.0 and Valkey 9.1 servers with the module.
-# Tests needing module features not implemented yet (KEEPALIVE, TOKEN,
-# REPLICAS, slot moves) are tagged; `make test-clients-now` leaves them out,
-# `make test-clients-pending` runs only them.
 CLIENTS_VENV := $(CURDIR)/.deps/clients-venv
 CLIENTS_PY   := $(CLIENTS_VENV)/bin/python
 CLIENTS_ENV  := VALKEY_SERVER=$(VALKEY_BIN)
 
-.PHONY: test-clients test-clients-now test-clients-pending test-python test-node test-rust-client demo-python
+.PHONY: test-clients test-python test-node test-rust-client demo-python
 
 test-clients: test-python test-node test-rust-client
-
-test-clients-now:
-	$(MAKE) --no-print-directory test-clients PYTEST_ARGS='-m "not module_feature"' \
-		NODE_TEST_ARGS='--test-name-pattern="^(node-redis|ioredis) "' RUST_TEST_ARGS='--skip module_feature'
-
-# Only the tests that wait on module features.
-test-clients-pending:
-	$(MAKE) --no-print-directory -k test-clients PYTEST_ARGS='-m module_feature' \
-		NODE_TEST_ARGS='--test-name-pattern="^\[module feature\]"' RUST_TEST_ARGS='module_feature'
 
 # A venv with pip (the system Python is not touched), the package installed
 # from clients/python, the pinned test requirements.
