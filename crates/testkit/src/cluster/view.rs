@@ -101,12 +101,16 @@ fn parse_line(line: &str) -> Option<NodeLine> {
     Some(node)
 }
 
+/// A node's place in the cluster: its primary (None for a primary) and
+/// the slot ranges it serves.
+pub type Place = (Option<String>, Vec<(u16, u16)>);
+
 /// What a whole view says, reduced to what must agree across nodes once
 /// the cluster is stable: each node's role, primary and slots.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Topology {
-    /// id → (primary id or None, slots)
-    pub nodes: BTreeMap<String, (Option<String>, Vec<(u16, u16)>)>,
+    /// node id → its place
+    pub nodes: BTreeMap<String, Place>,
 }
 
 pub fn topology(view: &[NodeLine]) -> Topology {
