@@ -109,8 +109,10 @@ fn info(c: &mut Client, key: &str) -> Option<(String, i64, i64)> {
     Some((owner, int("holds"), int("waiters")))
 }
 
-/// (c) `CLUSTER FAILOVER` with waiters of every kind on the primary, then
-/// failing back: the key must be usable on the original primary again.
+/// (c) `CLUSTER FAILOVER` with waiters of every kind on the primary; the
+/// holder then releases on the new primary (nothing may be granted on the
+/// demoted node); then failing back: the key must be usable on the
+/// original primary again.
 fn cluster_failover_and_back(kind: Kind) {
     let cluster = Cluster::start(kind);
     let mut f = Findings::new(kind, "CLUSTER FAILOVER and back");
@@ -135,6 +137,35 @@ fn cluster_failover_and_back(kind: Kind) {
     f.check(inherited == Some(("A".to_string(), 1, 0)), || {
         format!("the promoted replica has LOCK.INFO (owner, holds, waiters) = {inherited:?}, expected A, 1, 0")
     });
+
+    // The holder releases on the new primary; the release reaches the
+    // demoted node by replication. Nothing may be granted there.
+    assert_eq!(rc.cmd(&["LOCK.RELEASE", key, "A"]), Reply::Int(0));
+    let watch_until = Instant::now() + ANSWER_BOUND;
+    for w in &mut waiters {
+        let left = watch_until.saturating_duration_since(Instant::now());
+        if let Polled::Reply(late) = w.c.poll_reply(left.max(Duration::from_millis(1))) {
+            f.check(!matches!(late, Reply::Int(_) | Reply::Bulk(_)), || {
+                format!(
+                    "waiter {} on the demoted node (a replica now) was GRANTED {late:?} after the \
+                     holder released on the new primary",
+                    w.what
+                )
+            });
+        }
+    }
+    let on_replica = cluster.server(p).client().cmd(&["EXISTS", key]);
+    let mut ro = cluster.server(p).client();
+    assert_eq!(ro.cmd(&["READONLY"]), ok());
+    let on_replica = (on_replica, ro.cmd(&["EXISTS", key]));
+    f.check(on_replica.1 == Reply::Int(0), || {
+        format!("after the release on the new primary, the demoted node (READONLY read) still has the key: {on_replica:?}")
+    });
+    assert_eq!(
+        rc.cmd(&["LOCK.ACQUIRE", key, "A", "PX", "60000"]),
+        Reply::Int(1)
+    );
+    assert_eq!(rc.cmd(&["WAIT", "1", "2000"]), Reply::Int(1));
 
     // Back to the original primary.
     let (old, _) = cluster.failover(p, "");
