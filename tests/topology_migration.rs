@@ -178,8 +178,11 @@ fn check_lock_arrived(
 }
 
 /// Each waiter that was redirected to `target` opens a connection there
-/// (sending ASKING first after an ASK) and queues again. Returns them.
+/// (sending ASKING first after an ASK) and queues again, one after the
+/// other (each is seen queued before the next is sent: two connections'
+/// commands reach the server in no guaranteed order). Returns them.
 fn retry_at(target: &Server, waiters: Vec<Waiter>, key: &str) -> Vec<Waiter> {
+    let mut queued = 0;
     waiters
         .into_iter()
         .filter(|w| {
@@ -197,6 +200,9 @@ fn retry_at(target: &Server, waiters: Vec<Waiter>, key: &str) -> Vec<Waiter> {
                 assert_eq!(c.cmd(&["ASKING"]), ok());
             }
             c.send(&["LOCK.ACQUIRE", key, &w.owner, "BLOCK", "0"]);
+            queued += 1;
+            // (If it does not queue, the caller's own check reports it.)
+            wait_waiters(target, key, queued);
             Waiter {
                 owner: w.owner,
                 resp3: w.resp3,
@@ -445,6 +451,15 @@ fn reshard_round(
         ));
         return false;
     }
+    // The other nodes learn the new owners by gossip: let them agree first.
+    let mut unsettled = None;
+    let settled = wait_until(Duration::from_secs(15), || {
+        unsettled = cluster.unstable();
+        unsettled.is_none()
+    });
+    f.check(settled, || {
+        format!("{label}: the cluster did not settle within 15 s of the reshard: {unsettled:?}")
+    });
     let check = cluster.cli_check();
     f.check(check.success, || {
         format!(
