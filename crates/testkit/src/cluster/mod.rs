@@ -187,15 +187,9 @@ impl Cluster {
         self.nodes.iter().position(|n| n.server.port == port)
     }
 
-    /// Nodes whose process runs.
-    pub fn running(&mut self) -> Vec<usize> {
-        (0..self.nodes.len())
-            .filter(|&i| self.nodes[i].server.is_running())
-            .collect()
-    }
-
-    fn running_now(&self) -> Vec<usize> {
-        // `is_running` needs &mut to reap; a probe by connect is enough here.
+    /// Nodes that accept connections (a killed one does not).
+    pub fn running_now(&self) -> Vec<usize> {
+        // `Server::is_running` needs &mut to reap; a connect is enough here.
         (0..self.nodes.len())
             .filter(|&i| std::net::TcpStream::connect(("127.0.0.1", self.port(i))).is_ok())
             .collect()
