@@ -36,7 +36,8 @@ unit:
 	$(CARGO) test --release -p hashlock-core
 
 # The reliability suite's long runs (churn, crash, failover, fuzz, leaks,
-# valgrind); prints the figures and writes them to target/reliability/soak.md.
+# cluster, valgrind); prints the figures and writes them to
+# target/reliability/soak.md.
 soak: build
 	@scripts/deps.sh test
 	@command -v valgrind >/dev/null && command -v strace >/dev/null || \

@@ -30,6 +30,17 @@
 //! paused past its lease, Kleppmann's case) is no fault of the server; the
 //! checker reports such sections and does not call a counter mismatch a
 //! violation when any exist, since a late write *may* legitimately be lost.
+//!
+//! **Replica acknowledgements (cluster runs).** Where a primary can be
+//! killed, a write counts only if a replica acknowledged it: the worker
+//! follows each grant, re-entry, renewal and counter write with `WAIT 1`
+//! (a `Wait` op). If that WAIT does not report a replica, the write is
+//! treated as never confirmed: a grant opens no window, an extension is
+//! undone, a counter write becomes "unknown" (the worker abandons the lock).
+//! Histories without `Wait` ops (R1) are judged exactly as before.
+//!
+//! **Hung calls.** A call the client gave up waiting for (`Hung`: no reply
+//! within its BLOCK time + 1 s) is a violation; its effect is unknown.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -99,6 +110,12 @@ pub enum Violation {
         seq: u64,
         what: String,
     },
+    /// No reply within the call's BLOCK time + 1 s (or its fixed limit).
+    Hung {
+        process: String,
+        seq: u64,
+        what: String,
+    },
     /// The protected counter does not equal the completed sections.
     Counter {
         key: String,
@@ -132,6 +149,9 @@ impl fmt::Display for Violation {
             Violation::Unexpected { process, seq, what } => {
                 write!(f, "UNEXPECTED: {process} op {seq}: {what}")
             }
+            Violation::Hung { process, seq, what } => {
+                write!(f, "HUNG: {process} op {seq}: {what}")
+            }
             Violation::Counter {
                 key,
                 completed,
@@ -161,6 +181,11 @@ pub struct Verdict {
     pub unknown_sets: u64,
     /// Sum of all window lengths, ns (how much exclusive time was checked).
     pub window_ns: u128,
+    /// Writes followed by a `Wait` that saw a replica / that did not.
+    pub confirmed: u64,
+    pub unconfirmed: u64,
+    /// Calls given up on (also listed as violations).
+    pub hung: u64,
     pub violations: Vec<Violation>,
 }
 
@@ -171,11 +196,24 @@ impl Verdict {
 }
 
 /// The window an owner currently has on a key, as one process sees it.
+#[derive(Clone)]
 struct Open {
     start: u64,
     end: u64,
     holds: i64,
     from_seq: u64,
+}
+
+/// The last write of a process, until its `Wait` confirms or undoes it.
+enum Pending {
+    /// A grant, re-entry or renewal of (key, owner); `before`: the window
+    /// as it was (None: there was none).
+    Window {
+        key: (String, Vec<u8>),
+        before: Option<Open>,
+    },
+    /// A counter write counted as a completed section (`late` if it was).
+    Section { key: String, late: bool },
 }
 
 #[derive(Default)]
@@ -254,9 +292,63 @@ fn check_process(
         }
     };
 
+    let mut pending: Option<Pending> = None;
     for e in p.events {
         v.ops += 1;
-        let Some((ret, outcome)) = &e.ret else {
+        if let Op::Wait { key } = &e.op {
+            let acked = matches!(&e.ret, Some((_, Outcome::Int(n))) if *n >= 1);
+            if let Some((_, Outcome::Hung(text))) = &e.ret {
+                v.hung += 1;
+                v.violations.push(Violation::Hung {
+                    process: name(),
+                    seq: e.seq,
+                    what: format!("WAIT after a write on {key}: {text}"),
+                });
+            }
+            match pending.take() {
+                Some(_) if acked => v.confirmed += 1,
+                Some(Pending::Window { key, before }) => {
+                    v.unconfirmed += 1;
+                    match before {
+                        Some(o) => {
+                            open.insert(key, o);
+                        }
+                        None => {
+                            open.remove(&key);
+                        }
+                    }
+                }
+                Some(Pending::Section { key, late }) => {
+                    v.unconfirmed += 1;
+                    let s = sections.entry(key).or_default();
+                    s.completed -= 1;
+                    s.unknown += 1;
+                    if late {
+                        s.late -= 1;
+                    }
+                }
+                None => {}
+            }
+            if e.ret.is_some() {
+                v.completed_ops += 1;
+            }
+            continue;
+        }
+        pending = None;
+        let hung = match &e.ret {
+            Some((_, Outcome::Hung(text))) => Some(text),
+            _ => None,
+        };
+        if let Some(text) = hung {
+            v.hung += 1;
+            v.violations.push(Violation::Hung {
+                process: name(),
+                seq: e.seq,
+                what: format!("{:?}: {text}", e.op),
+            });
+        }
+        let known = e.ret.as_ref().filter(|_| hung.is_none());
+        let Some((ret, outcome)) = known else {
             // No reply: the call may or may not have taken effect.
             match &e.op {
                 // A release that may have happened ends the window at its invocation.
@@ -323,6 +415,10 @@ fn check_process(
                         });
                     }
                     close(&mut open, windows, key, &owner, invoke);
+                    pending = Some(Pending::Window {
+                        key: k.clone(),
+                        before: None,
+                    });
                     open.insert(
                         k,
                         Open {
@@ -345,6 +441,10 @@ fn check_process(
                     });
                     continue;
                 };
+                pending = Some(Pending::Window {
+                    key: k.clone(),
+                    before: Some(o.clone()),
+                });
                 if o.holds + 1 != holds {
                     v.violations.push(Violation::Count {
                         process: name(),
@@ -365,6 +465,10 @@ fn check_process(
                 let lease_end = invoke + *lease_ms as u64 * 1_000_000;
                 match outcome {
                     Outcome::Int(1) => {
+                        pending = open.get(&k).map(|o| Pending::Window {
+                            key: k.clone(),
+                            before: Some(o.clone()),
+                        });
                         if !open.contains_key(&k) {
                             v.violations.push(Violation::Phantom {
                                 process: name(),
@@ -466,7 +570,13 @@ fn check_process(
                 if !covered {
                     s.late += 1;
                 }
+                pending = Some(Pending::Section {
+                    key: key.clone(),
+                    late: !covered,
+                });
             }
+            // Handled before the match.
+            Op::Wait { .. } => {}
         }
     }
     // The end of a history (clean exit or SIGKILL) releases nothing: the
@@ -609,6 +719,15 @@ mod tests {
         )
     }
 
+    fn wait(seq: u64, key: &str, at: u64, ret: Option<(u64, Outcome)>) -> Event {
+        Event::new(
+            seq,
+            Op::Wait { key: key.into() },
+            at * MS,
+            ret.map(|(t, o)| (t * MS, o)),
+        )
+    }
+
     fn run(histories: &[Vec<Event>], counters: &[(&str, i64)]) -> Verdict {
         let procs: Vec<Process<'_>> = histories
             .iter()
@@ -631,6 +750,7 @@ mod tests {
                 Violation::Count { .. } => "count",
                 Violation::Phantom { .. } => "phantom",
                 Violation::Unexpected { .. } => "unexpected",
+                Violation::Hung { .. } => "hung",
                 Violation::Counter { .. } => "counter",
             })
             .collect()
@@ -839,6 +959,91 @@ mod tests {
         let v = run(&[a], &[("k", 0)]);
         assert!(v.ok(), "{:?}", v.violations);
         assert_eq!((v.sections, v.late_sections), (1, 1));
+    }
+
+    #[test]
+    fn unconfirmed_grants_open_no_window() {
+        let acked = |n| Some((3, Outcome::Int(n)));
+        // b is granted while a's lease runs: a double grant only if a's
+        // grant was acknowledged by a replica.
+        let b = vec![
+            acq(0, "k", "b", 100, 40, 50, Outcome::Int(1)),
+            wait(1, "k", 51, Some((52, Outcome::Int(1)))),
+        ];
+        for (a_ack, overlap) in [(acked(0), false), (None, false), (acked(1), true)] {
+            let a = vec![
+                acq(0, "k", "a", 100, 0, 1, Outcome::Int(1)),
+                wait(1, "k", 2, a_ack.clone()),
+            ];
+            let v = run(&[a, b.clone()], &[]);
+            let expected: &[&str] = if overlap { &["overlap"] } else { &[] };
+            assert_eq!(kinds(&v), expected, "{a_ack:?}");
+            assert_eq!(v.confirmed, if overlap { 2 } else { 1 });
+        }
+        // A WAIT that hangs is a violation too, and confirms nothing.
+        let a = vec![
+            acq(0, "k", "a", 100, 0, 1, Outcome::Int(1)),
+            wait(1, "k", 2, Some((3, Outcome::Hung("no reply".into())))),
+        ];
+        let v = run(&[a, b], &[]);
+        assert_eq!(kinds(&v), ["hung"]);
+        assert_eq!((v.unconfirmed, v.hung), (1, 1));
+    }
+
+    #[test]
+    fn unconfirmed_extensions_are_undone() {
+        // The renewal (80 + 100 = 180) is undone when no replica saw it:
+        // the window ends at 100 and b's grant at 150 is fine.
+        let b = vec![acq(0, "k", "b", 100, 140, 150, Outcome::Int(1))];
+        for (ack, overlap) in [(0, false), (1, true)] {
+            let a = vec![
+                acq(0, "k", "a", 100, 0, 1, Outcome::Int(1)),
+                wait(1, "k", 2, Some((3, Outcome::Int(1)))),
+                renew(2, "k", "a", 100, 80, 81, Outcome::Int(1)),
+                wait(3, "k", 82, Some((83, Outcome::Int(ack)))),
+            ];
+            let expected: &[&str] = if overlap { &["overlap"] } else { &[] };
+            assert_eq!(kinds(&run(&[a, b.clone()], &[])), expected, "ack {ack}");
+        }
+        // The same for a re-entry (lease 10 + 200 = 210), count restored.
+        let a = vec![
+            acq(0, "k", "a", 100, 0, 1, Outcome::Int(1)),
+            wait(1, "k", 2, Some((3, Outcome::Int(1)))),
+            acq(2, "k", "a", 200, 10, 11, Outcome::Int(2)),
+            wait(3, "k", 12, Some((13, Outcome::Int(0)))),
+        ];
+        assert!(run(&[a, b], &[]).ok());
+    }
+
+    #[test]
+    fn unconfirmed_counter_writes_are_unknown() {
+        let a = vec![
+            acq(0, "k", "a", 100, 0, 1, Outcome::Int(1)),
+            wait(1, "k", 2, Some((3, Outcome::Int(1)))),
+            get(2, "k", 4, 5, None),
+            set(3, "k", 1, 10, Some(11)),
+            wait(4, "k", 12, Some((13, Outcome::Int(0)))),
+        ];
+        // Lost with the primary, or not: both are right.
+        assert!(run(std::slice::from_ref(&a), &[("k", 0)]).ok());
+        assert!(run(std::slice::from_ref(&a), &[("k", 1)]).ok());
+        assert_eq!(kinds(&run(&[a], &[("k", 2)])), ["counter"]);
+    }
+
+    #[test]
+    fn hung_calls_are_violations_with_unknown_effect() {
+        let mut hung = acq(0, "k", "a", 100, 0, 1, Outcome::Nil);
+        hung.op = Op::Acquire {
+            key: "k".into(),
+            owner: b"a".to_vec(),
+            lease_ms: 100,
+            block_ms: Some(0),
+        };
+        hung.ret = Some((20_000 * MS, Outcome::Hung("no reply in 15 s".into())));
+        let b = vec![acq(0, "k", "b", 100, 40, 50, Outcome::Int(1))];
+        let v = run(&[vec![hung], b], &[]);
+        assert_eq!(kinds(&v), ["hung"]);
+        assert_eq!(v.hung, 1);
     }
 
     #[test]

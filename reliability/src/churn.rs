@@ -102,7 +102,11 @@ pub fn worker(a: WorkerArgs) {
     }
 }
 
-fn op_args(op: &Op) -> Vec<Vec<u8>> {
+/// How long a worker's `WAIT 1 <ms>` waits for a replica (cluster runs).
+pub const WAIT_ACK_MS: u64 = 500;
+
+/// The command for an operation.
+pub fn op_args(op: &Op) -> Vec<Vec<u8>> {
     let s = |x: &str| x.as_bytes().to_vec();
     match op {
         Op::Acquire {
@@ -132,10 +136,12 @@ fn op_args(op: &Op) -> Vec<Vec<u8>> {
         ],
         Op::Get { key } => vec![s("GET"), s(&format!("ctr:{key}"))],
         Op::Set { key, value } => vec![s("SET"), s(&format!("ctr:{key}")), s(&value.to_string())],
+        Op::Wait { .. } => vec![s("WAIT"), s("1"), s(&WAIT_ACK_MS.to_string())],
     }
 }
 
-fn outcome(r: Reply) -> Outcome {
+/// A reply as the history records it.
+pub fn outcome(r: Reply) -> Outcome {
     match r {
         Reply::Int(n) => Outcome::Int(n),
         Reply::Nil | Reply::Null | Reply::NilArray => Outcome::Nil,

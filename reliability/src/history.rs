@@ -16,7 +16,9 @@
 //! I <seq> <invoke_ns> RENEW <key> <owner> <lease_ms>
 //! I <seq> <invoke_ns> GET <key>            (the counter protected by <key>)
 //! I <seq> <invoke_ns> SET <key> <value>
+//! I <seq> <invoke_ns> WAIT <key>           (WAIT 1 after a write on <key>)
 //! R <seq> <return_ns> INT <n> | NIL | OK | BULK <hex> | ERR <text>
+//! R <seq> <given_up_ns> HUNG <text>        (no reply in time: unknown)
 //! ```
 
 use std::fmt::Write as _;
@@ -50,6 +52,11 @@ pub enum Op {
         key: String,
         value: i64,
     },
+    /// `WAIT 1 <ms>` right after a write on `key` (cluster runs): the
+    /// write counts only if a replica acknowledged it.
+    Wait {
+        key: String,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,6 +66,9 @@ pub enum Outcome {
     Ok,
     Bulk(Vec<u8>),
     Err(String),
+    /// The client gave up waiting for the reply (its BLOCK time + 1 s, or a
+    /// fixed limit): the call's effect is unknown, and that is a finding.
+    Hung(String),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -136,6 +146,7 @@ impl Writer {
             } => format!("RENEW {key} {} {lease_ms}", hex(owner)),
             Op::Get { key } => format!("GET {key}"),
             Op::Set { key, value } => format!("SET {key} {value}"),
+            Op::Wait { key } => format!("WAIT {key}"),
         };
         self.line(format!("I {seq} {at} {body}\n"));
         seq
@@ -148,6 +159,7 @@ impl Writer {
             Outcome::Ok => "OK".to_string(),
             Outcome::Bulk(b) => format!("BULK {}", hex(b)),
             Outcome::Err(e) => format!("ERR {}", e.replace(['\n', '\r'], " ")),
+            Outcome::Hung(e) => format!("HUNG {}", e.replace(['\n', '\r'], " ")),
         };
         self.line(format!("R {seq} {at} {body}\n"));
     }
@@ -227,6 +239,9 @@ fn parse_op(s: &str) -> Option<Op> {
             key: key.to_string(),
             value: value.parse().ok()?,
         },
+        ["WAIT", key] => Op::Wait {
+            key: key.to_string(),
+        },
         _ => return None,
     })
 }
@@ -239,6 +254,7 @@ fn parse_outcome(s: &str) -> Option<Outcome> {
         "OK" => Outcome::Ok,
         "BULK" => Outcome::Bulk(unhex(rest)?),
         "ERR" => Outcome::Err(rest.to_string()),
+        "HUNG" => Outcome::Hung(rest.to_string()),
         _ => return None,
     })
 }
@@ -268,6 +284,8 @@ mod tests {
             30,
         );
         w.returned(s, 31, &Outcome::Err("ERR x\ny".into()));
+        let s = w.invoke(&Op::Wait { key: "lk0".into() }, 32);
+        w.returned(s, 33, &Outcome::Hung("no reply in 1.5 s".into()));
         w.invoke(
             &Op::Release {
                 key: "lk0".into(),
@@ -281,15 +299,20 @@ mod tests {
             .append(true)
             .open(&path)
             .unwrap()
-            .write_all(b"R 2 5")
+            .write_all(b"R 3 5")
             .unwrap();
         let events = read(&path).unwrap();
-        assert_eq!(events.len(), 3);
+        assert_eq!(events.len(), 4);
         assert_eq!(
             events[0],
             Event::new(0, acq, 10, Some((20, Outcome::Int(1))))
         );
         assert_eq!(events[1].ret, Some((31, Outcome::Err("ERR x y".into()))));
-        assert_eq!(events[2].ret, None);
+        assert_eq!(events[2].op, Op::Wait { key: "lk0".into() });
+        assert_eq!(
+            events[2].ret,
+            Some((33, Outcome::Hung("no reply in 1.5 s".into())))
+        );
+        assert_eq!(events[3].ret, None);
     }
 }

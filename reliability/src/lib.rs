@@ -7,6 +7,9 @@
 //! - R4 [`fuzz`]: hostile input against a live server
 //! - R5 [`leaks`]: memory and blocked clients after millions of calls, and
 //!   valgrind
+//! - R6 [`cluster_churn`]: R1's churn on a 3x3 cluster through a
+//!   cluster-aware client ([`cluster_client`], [`cluster_worker`]) while
+//!   slots are resharded, replicas fail over and a primary is killed
 //!
 //! The module's lock core is the `hashlock-core` crate (plain Rust, no
 //! Redis), used here for property tests and the model.
@@ -16,6 +19,9 @@ pub use hashlock_core as core;
 pub mod checker;
 pub mod churn;
 pub mod clock;
+pub mod cluster_churn;
+pub mod cluster_client;
+pub mod cluster_worker;
 pub mod crash;
 pub mod failover;
 pub mod fuzz;

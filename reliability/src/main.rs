@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! hashlock-reliability all --short|--long [--out FILE]
-//! hashlock-reliability churn|crash|failover|fuzz|leaks|reload [--short|--long]
+//! hashlock-reliability churn|crash|failover|fuzz|leaks|reload|cluster [--short|--long]
 //! hashlock-reliability valgrind
 //! ```
 //!
@@ -18,7 +18,9 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use hashlock_reliability::report::Section;
-use hashlock_reliability::{churn, crash, failover, fuzz, leaks, servers};
+use hashlock_reliability::{
+    churn, cluster_churn, cluster_worker, crash, failover, fuzz, leaks, servers,
+};
 use testkit::{KINDS, Kind};
 
 /// How long each scenario runs: `--short` (CI) or `--long` (soak).
@@ -28,7 +30,7 @@ enum Length {
     Long,
 }
 
-const USAGE: &str = "usage: hashlock-reliability <all|churn|crash|failover|fuzz|leaks|reload|valgrind> [--short|--long] [--out FILE]";
+const USAGE: &str = "usage: hashlock-reliability <all|churn|crash|failover|fuzz|leaks|reload|cluster|valgrind> [--short|--long] [--out FILE]";
 
 fn main() -> ExitCode {
     raise_fd_limit();
@@ -53,6 +55,32 @@ fn main() -> ExitCode {
             });
             ExitCode::SUCCESS
         }
+        "cluster-worker" => {
+            let list = |name: &str| -> Vec<String> {
+                flags
+                    .get(name)
+                    .unwrap_or_else(|| panic!("--{name} a,b,c required"))
+                    .split(',')
+                    .map(str::to_string)
+                    .collect()
+            };
+            cluster_worker::worker(cluster_worker::ClusterWorkerArgs {
+                ports: list("ports")
+                    .iter()
+                    .map(|p| p.parse().expect("--ports: numbers"))
+                    .collect(),
+                resp3: flags.num("resp") == 3,
+                seed: flags.num("seed"),
+                id: flags.num("id") as usize,
+                incarnation: flags.num("incarnation") as u32,
+                until_ns: flags.num("until-ns"),
+                keys: list("keys"),
+                out: PathBuf::from(flags.get("out").expect("--out")),
+                stats: PathBuf::from(flags.get("stats").expect("--stats")),
+                blocking: !flags.has("no-block"),
+            });
+            ExitCode::SUCCESS
+        }
         "valgrind-workload" => {
             let kind = match flags.get("kind") {
                 Some("redis") => Kind::Redis,
@@ -61,7 +89,8 @@ fn main() -> ExitCode {
             leaks::valgrind_workload(kind);
             ExitCode::SUCCESS
         }
-        "all" | "churn" | "crash" | "failover" | "fuzz" | "leaks" | "reload" | "valgrind" => {
+        "all" | "churn" | "crash" | "failover" | "fuzz" | "leaks" | "reload" | "cluster"
+        | "cluster-noblock" | "valgrind" => {
             let length = if flags.has("long") {
                 Length::Long
             } else {
@@ -70,10 +99,13 @@ fn main() -> ExitCode {
             let which: Vec<&str> = match cmd.as_str() {
                 "all" if length == Length::Long => {
                     vec![
-                        "churn", "crash", "failover", "fuzz", "leaks", "reload", "valgrind",
+                        "churn", "crash", "failover", "fuzz", "leaks", "reload", "cluster",
+                        "valgrind",
                     ]
                 }
-                "all" => vec!["churn", "crash", "failover", "fuzz", "leaks", "reload"],
+                "all" => vec![
+                    "churn", "crash", "failover", "fuzz", "leaks", "reload", "cluster",
+                ],
                 one => vec![one],
             };
             run(&which, length, flags.get("out").map(PathBuf::from))
@@ -168,6 +200,44 @@ fn scenario(name: &str, length: Length) -> Section {
             }
         }
         "reload" => leaks::reload_section(&KINDS, if long { 200 } else { 50 }),
+        "cluster" => {
+            use cluster_churn::Step::{Failover, Kill, Reshard};
+            if long {
+                cluster_churn::section(
+                    &KINDS,
+                    &[1, 2],
+                    &[Reshard, Failover, Reshard, Kill],
+                    Duration::from_secs(120),
+                    Duration::from_secs(3),
+                    true,
+                )
+            } else {
+                cluster_churn::section(
+                    &KINDS,
+                    &[1],
+                    &[Reshard, Failover, Reshard, Kill, Reshard],
+                    Duration::from_secs(30),
+                    Duration::from_millis(1500),
+                    true,
+                )
+            }
+        }
+        // Not in `all`: validates R6's harness (clients, chaos, checker) on
+        // a workload without waiters; expected to pass even where R6 fails.
+        "cluster-noblock" => cluster_churn::section(
+            &KINDS,
+            &[1],
+            &[
+                cluster_churn::Step::Reshard,
+                cluster_churn::Step::Failover,
+                cluster_churn::Step::Reshard,
+                cluster_churn::Step::Kill,
+                cluster_churn::Step::Reshard,
+            ],
+            Duration::from_secs(if long { 120 } else { 30 }),
+            Duration::from_millis(1500),
+            false,
+        ),
         "valgrind" => leaks::valgrind_section(&KINDS),
         other => panic!("unknown scenario {other}"),
     }

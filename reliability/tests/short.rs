@@ -60,3 +60,10 @@ fn leaks() {
 fn reload() {
     run_short("reload");
 }
+
+/// R6: mutual exclusion on a 3x3 cluster while slots are resharded, a
+/// replica fails over and a primary is SIGKILLed.
+#[test]
+fn cluster() {
+    run_short("cluster");
+}

@@ -3,7 +3,7 @@
 //! and a subset of this, hence the `dead_code` allowance.
 #![allow(dead_code, unused_imports, unused_macros)]
 
-pub use testkit::{Client, Reply, ToArg};
+pub use testkit::{Client, Polled, Reply, ToArg};
 pub use testkit::{KINDS, Kind, Server, ServerBuilder, args, resp, server, wait_until};
 
 /// Turns `fn name(kind: Kind)` into one `#[test]` per server: `name::redis`
@@ -125,3 +125,5 @@ pub fn read_timed(c: &mut Client) -> Timed {
         answered_us,
     }
 }
+
+pub mod topology;

@@ -235,6 +235,16 @@ macro_rules! args {
     };
 }
 
+/// What [`Client::poll_reply`] found.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Polled {
+    Reply(Reply),
+    /// Nothing arrived within the time given; the connection is usable.
+    Nothing,
+    /// The server closed the connection (the text says how).
+    Closed(String),
+}
+
 /// A synchronous connection to one server.
 pub struct Client {
     port: u16,
@@ -369,6 +379,28 @@ impl Client {
             }
         }
         Some(self.read_value())
+    }
+
+    /// Like [`Client::try_read_reply`], but a connection the server closed
+    /// (or reset) is an answer too, not a panic: a server may close a
+    /// blocked client's connection when it stops serving its key.
+    #[track_caller]
+    pub fn poll_reply(&mut self, timeout: Duration) -> Polled {
+        if self.reader.buffer().is_empty() {
+            let normal = self.timeout;
+            self.set_timeout(Some(timeout));
+            let res = self.reader.fill_buf().map(|b| b.is_empty());
+            self.set_timeout(normal);
+            match res {
+                Ok(false) => {}
+                Ok(true) => return Polled::Closed("closed by the server".into()),
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    return Polled::Nothing;
+                }
+                Err(e) => return Polled::Closed(e.to_string()),
+            }
+        }
+        Polled::Reply(self.read_value())
     }
 
     /// `CLIENT ID` of this connection.

@@ -157,8 +157,9 @@ fn used_ports() -> &'static Mutex<HashSet<u16>> {
 }
 
 /// A port that is free right now (the OS picks it; the server may still
-/// lose a race for it, which `start` handles by retrying).
-fn free_port() -> u16 {
+/// lose a race for it, which `start` handles by retrying). Never handed out
+/// twice by this process.
+pub fn free_port() -> u16 {
     for _ in 0..100 {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
