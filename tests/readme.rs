@@ -16,8 +16,10 @@
 //!   - Every other line is the reply of the command above it, exactly as
 //!     redis-cli prints it on a terminal (RESP2). Two things may differ:
 //!     a TTL-like integer (LOCK.INFO's `ttl`, TTL/PTTL/...) shown positive
-//!     matches any positive value, and a UUID matches any UUID (a generated
-//!     owner; later commands that use the shown UUID get the real one).
+//!     matches any positive value, a fencing token (an integer of 10^15 or
+//!     more: tokens start from the server clock) matches any such token, and
+//!     a UUID matches any UUID (a generated owner; later commands that use
+//!     the shown UUID get the real one).
 //!   - A command with no reply lines is still waiting (a BLOCK): it must not
 //!     be answered within 300 ms. Its reply is the first lines of a later
 //!     block of the same terminal that start without a command.
