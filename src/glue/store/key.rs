@@ -257,6 +257,23 @@ impl LockStore for LockKey<'_> {
         self.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"expire", self.name);
     }
 
+    fn clear_deadline(&mut self) {
+        self.wrote = true;
+        unsafe {
+            rm!(RedisModule_SetExpire(
+                self.key,
+                raw::REDISMODULE_NO_EXPIRE as c_longlong
+            ));
+            rm!(RedisModule_Replicate(
+                self.ctx.0,
+                c"PERSIST".as_ptr(),
+                c"s".as_ptr(),
+                self.name.ptr()
+            ));
+        }
+        self.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"persist", self.name);
+    }
+
     fn delete(&mut self) {
         self.wrote = true;
         unsafe {
