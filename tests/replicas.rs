@@ -928,3 +928,63 @@ per_kind!(
     pause_during_a_wait,
     added_latency,
 );
+
+/// Which replicas are online is followed as they come and go (a replica
+/// cut off and resynced; a module loaded while a replica is already
+/// attached): REPLICAS answers NOREPLICAS at once exactly while too few
+/// are online.
+fn online_replicas_are_followed(kind: Kind) {
+    let primary = Server::builder(kind).no_module().start();
+    let replica = Server::start(kind);
+    replica.replica_of(&primary);
+    let mut c = primary.client();
+    let module = testkit::module_path().display().to_string();
+    assert_eq!(
+        c.cmd(&["MODULE", "LOAD", &module]),
+        Reply::Status("OK".into())
+    );
+    c.cmd(&["SET", "warm", "1"]);
+    assert_eq!(c.cmd(&["WAIT", "1", "5000"]), Reply::Int(1));
+    assert_eq!(
+        c.cmd(&["LOCK.ACQUIRE", "a", "o", "REPLICAS", "1", "5000"]),
+        Reply::Int(1),
+        "{kind}: the replica attached before MODULE LOAD counts"
+    );
+    let r = c.cmd(&["LOCK.ACQUIRE", "b", "o", "REPLICAS", "2", "5000"]);
+    assert_noreplicas(&r, false, &format!("{kind}: 2 of 1"));
+    // Cut the replica off: until it has resynced, nothing waits.
+    assert_eq!(c.cmd(&["CLIENT", "KILL", "TYPE", "replica"]), Reply::Int(1));
+    let r = c.cmd(&["LOCK.ACQUIRE", "b", "o", "REPLICAS", "1", "5000"]);
+    assert_noreplicas(&r, false, &format!("{kind}: the replica is gone"));
+    assert!(c.cmd(&["LOCK.INFO", "b"]).is_nil());
+    let back = wait_until(Duration::from_secs(10), || {
+        primary.info("replication").contains("state=online")
+    });
+    assert!(
+        back,
+        "{kind}: replica back: {}",
+        primary.info("replication")
+    );
+    c.cmd(&["SET", "warm", "2"]);
+    assert_eq!(c.cmd(&["WAIT", "1", "5000"]), Reply::Int(1));
+    assert_eq!(
+        c.cmd(&["LOCK.ACQUIRE", "b", "o", "REPLICAS", "1", "5000"]),
+        Reply::Int(1),
+        "{kind}: counted again once online"
+    );
+    assert_eq!(state(&replica, "b").0, pairs("o", 1), "{kind}");
+    // A second replica (Valkey syncs it over two channels) counts once.
+    let second = Server::start(kind);
+    second.replica_of(&primary);
+    c.cmd(&["SET", "warm", "3"]);
+    assert_eq!(c.cmd(&["WAIT", "2", "5000"]), Reply::Int(2));
+    assert_eq!(
+        c.cmd(&["LOCK.ACQUIRE", "c", "o", "REPLICAS", "2", "5000"]),
+        Reply::Int(1),
+        "{kind}"
+    );
+    let r = c.cmd(&["LOCK.ACQUIRE", "d", "o", "REPLICAS", "3", "5000"]);
+    assert_noreplicas(&r, false, &format!("{kind}: 3 of 2"));
+}
+
+per_kind!(online_replicas_are_followed);

@@ -94,7 +94,7 @@ pub fn wait(
     replicas: Replicas,
     undo: Option<Job>,
 ) -> Result<(), TooFew> {
-    let online = server::online_replicas(ctx);
+    let online = server::online_replicas();
     if online < replicas.count {
         return Err(TooFew {
             handle,
