@@ -30,7 +30,7 @@ struct Args {
     /// without it.
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Only these workloads (comma-separated: b1,b2,b3,b4,b6).
+    /// Only these workloads (comma-separated: b1,b2,b3,b4,b6,b8).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Do not pin the server and the client to CPUs.
@@ -55,7 +55,7 @@ fn main() -> Result<()> {
     for w in &args.only {
         match Workload::parse(w.trim()) {
             Some(w) => only.push(w),
-            None => bail!("--only: unknown workload {w:?} (b1, b2, b3, b4, b6)"),
+            None => bail!("--only: unknown workload {w:?} (b1, b2, b3, b4, b6, b8)"),
         }
     }
     let opts = Options {

@@ -30,15 +30,17 @@ pub enum Workload {
     B3,
     B4,
     B6,
+    B8,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 5] = [
+    pub const ALL: [Workload; 6] = [
         Workload::B1,
         Workload::B2,
         Workload::B3,
         Workload::B4,
         Workload::B6,
+        Workload::B8,
     ];
 
     pub fn parse(s: &str) -> Option<Workload> {
@@ -83,6 +85,14 @@ pub struct Plan {
     /// come back to the baseline after releasing them.
     pub b6_locks: usize,
     pub b6_settle: Duration,
+    /// B8: clients, and as for B1 interleaved slices per row.
+    pub b8_clients: Vec<usize>,
+    pub b8_slices: usize,
+    pub b8_warmup: Duration,
+    pub b8_slice: Duration,
+    /// B8 token cost: keys per phase, rounds.
+    pub b8_token_keys: usize,
+    pub b8_token_rounds: usize,
 }
 
 impl Plan {
@@ -116,6 +126,12 @@ impl Plan {
                 b4_leases: vec![(ms(200), 30), (ms(2000), 8)],
                 b6_locks: 1_000_000,
                 b6_settle: Duration::from_secs(10),
+                b8_clients: vec![1, 50],
+                b8_slices: 8,
+                b8_warmup: ms(50),
+                b8_slice: ms(400),
+                b8_token_keys: 50_000,
+                b8_token_rounds: 4,
             },
             Mode::Quick => Plan {
                 mode,
@@ -138,6 +154,12 @@ impl Plan {
                 b4_leases: vec![(ms(200), 6), (ms(2000), 1)],
                 b6_locks: 200_000,
                 b6_settle: Duration::from_secs(5),
+                b8_clients: vec![1, 50],
+                b8_slices: 2,
+                b8_warmup: ms(50),
+                b8_slice: ms(250),
+                b8_token_keys: 20_000,
+                b8_token_rounds: 2,
             },
             Mode::Smoke => Plan {
                 mode,
@@ -160,6 +182,12 @@ impl Plan {
                 b4_leases: vec![(ms(200), 1), (ms(2000), 1)],
                 b6_locks: 5_000,
                 b6_settle: Duration::from_secs(1),
+                b8_clients: vec![1, 50],
+                b8_slices: 1,
+                b8_warmup: ms(20),
+                b8_slice: ms(80),
+                b8_token_keys: 500,
+                b8_token_rounds: 2,
             },
         }
     }

@@ -15,7 +15,7 @@ use crate::scripts;
 use crate::setup::{self, Pinning};
 use crate::workloads::contender::Waiter;
 use crate::workloads::pairs::Pairs;
-use crate::workloads::{b1, b2, b3, b4, b6};
+use crate::workloads::{b1, b2, b3, b4, b6, b8};
 
 pub struct Options {
     pub plan: Plan,
@@ -57,6 +57,10 @@ pub struct Results {
     pub b3: Vec<b3::Row>,
     pub b4: Vec<b4::Row>,
     pub b6: Option<b6::Outcome>,
+    pub b8: Vec<b8::Row>,
+    pub b8_token: Option<b8::TokenCost>,
+    /// Where B8's primary and replica ran.
+    pub b8_setup: String,
 }
 
 pub fn run(opts: &Options) -> Result<Results> {
@@ -99,6 +103,9 @@ pub fn run(opts: &Options) -> Result<Results> {
         b3: Vec::new(),
         b4: Vec::new(),
         b6: None,
+        b8: Vec::new(),
+        b8_token: None,
+        b8_setup: String::new(),
     };
     rt.block_on(run_workloads(server.port, opts, &mut results))?;
     results.meta.took = t0.elapsed();
@@ -157,6 +164,7 @@ fn steps(plan: &Plan, ran: &[Workload]) -> u64 {
             }
             Workload::B4 => plan.b4_leases.len() * Waiter::ALL.len(),
             Workload::B6 => 2,
+            Workload::B8 => plan.b8_clients.len() * plan.b8_slices * b8::Variant::ALL.len() + 1,
         };
     }
     n as u64
@@ -280,10 +288,70 @@ async fn run_workloads(port: u16, opts: &Options, r: &mut Results) -> Result<()>
                     .await?,
                 );
             }
+            Workload::B8 => {
+                progress.step("B8 starting a primary and a replica");
+                run_b8(port, &mut admin, opts, r, &progress).await?;
+            }
         }
         r.meta.workload_took.push((w, started.elapsed()));
     }
     progress.finish();
+    Ok(())
+}
+
+/// B8: pairs against a primary with one replica (started here, pinned like
+/// the main server, the replica beside the client), then TOKEN's cost on
+/// the main server.
+async fn run_b8(
+    port: u16,
+    admin: &mut MultiplexedConnection,
+    opts: &Options,
+    r: &mut Results,
+    progress: &Progress,
+) -> Result<()> {
+    let plan = &opts.plan;
+    let cpus = r.meta.pinning.cpus;
+    let pair = b8::Pair::start(opts.kind, cpus)?;
+    r.b8_setup = match cpus {
+        Some((s, c)) => format!(
+            "primary on CPU {s} (as the main server), replica on CPU {c} (with the client), both `io-threads 1`, loopback replication"
+        ),
+        None => "primary and replica not pinned, both `io-threads 1`, loopback replication".into(),
+    };
+    let mut primary_admin = conn::connect(pair.primary.port).await?;
+    scripts::load(&mut primary_admin).await?;
+    for &clients in &plan.b8_clients {
+        let mut rows: Vec<Option<b8::Row>> = b8::Variant::ALL.iter().map(|_| None).collect();
+        for slice in 0..plan.b8_slices {
+            for (i, variant) in b8::Variant::ALL.into_iter().enumerate() {
+                progress.step(&format!(
+                    "B8 {} · {clients} clients · slice {}/{}",
+                    variant.label(),
+                    slice + 1,
+                    plan.b8_slices
+                ));
+                let config = b8::Config { variant, clients };
+                let row = b8::run(
+                    pair.primary.port,
+                    &mut primary_admin,
+                    config,
+                    plan.b8_warmup,
+                    plan.b8_slice,
+                )
+                .await?;
+                match &mut rows[i] {
+                    Some(acc) => acc.merge(row)?,
+                    slot => *slot = Some(row),
+                }
+                progress.done();
+            }
+        }
+        r.b8.extend(rows.into_iter().flatten());
+    }
+    drop(pair);
+    progress.step("B8 TOKEN cost per acquire");
+    r.b8_token = Some(b8::token_cost(port, admin, plan.b8_token_keys, plan.b8_token_rounds).await?);
+    progress.done();
     Ok(())
 }
 

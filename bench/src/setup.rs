@@ -26,6 +26,8 @@ pub fn start_server(kind: Kind) -> Result<Server> {
 pub struct Pinning {
     pub pinned: bool,
     pub description: String,
+    /// (server CPU, client CPU) when pinned.
+    pub cpus: Option<(usize, usize)>,
 }
 
 /// CPUs this process may run on.
@@ -91,6 +93,7 @@ pub fn pin(server_pid: u32, enabled: bool) -> Pinning {
         return Pinning {
             pinned: false,
             description: "not pinned (--no-pin)".into(),
+            cpus: None,
         };
     }
     match try_pin(server_pid) {
@@ -98,6 +101,7 @@ pub fn pin(server_pid: u32, enabled: bool) -> Pinning {
         Err(e) => Pinning {
             pinned: false,
             description: format!("not pinned: {e:#}"),
+            cpus: None,
         },
     }
 }
@@ -111,27 +115,11 @@ fn try_pin(server_pid: u32) -> Result<Pinning> {
                 "not pinned: only {} CPU available, server and client share it",
                 cpus.len()
             ),
+            cpus: None,
         });
     }
     let (server_cpu, client_cpu) = (cpus[0], cpus[1]);
-    // taskset -a: every thread of the server (main, bio, jemalloc), not
-    // only the main one.
-    let out = Command::new("taskset")
-        .args([
-            "-a",
-            "-p",
-            "-c",
-            &server_cpu.to_string(),
-            &server_pid.to_string(),
-        ])
-        .output()
-        .context("running taskset (util-linux)")?;
-    if !out.status.success() {
-        bail!(
-            "taskset failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
+    pin_process(server_pid, server_cpu)?;
     pin_self(client_cpu)?;
     let server_lists = thread_cpus(server_pid)?;
     if server_lists != [server_cpu.to_string()] {
@@ -144,7 +132,24 @@ fn try_pin(server_pid: u32) -> Result<Pinning> {
              ({} CPUs online)",
             cpus.len()
         ),
+        cpus: Some((server_cpu, client_cpu)),
     })
+}
+
+/// Pins every thread of process `pid` to `cpu` (taskset -a: main, bio,
+/// jemalloc threads, not only the main one).
+pub fn pin_process(pid: u32, cpu: usize) -> Result<()> {
+    let out = Command::new("taskset")
+        .args(["-a", "-p", "-c", &cpu.to_string(), &pid.to_string()])
+        .output()
+        .context("running taskset (util-linux)")?;
+    if !out.status.success() {
+        bail!(
+            "taskset failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
 }
 
 /// The commit the module was built from, with a note if the work tree

@@ -35,6 +35,8 @@ fn smoke_benchmark_produces_every_row() {
         "## B3",
         "## B4",
         "## B6",
+        "## B8",
+        "### Fencing token cost",
     ] {
         assert!(md.contains(heading), "report lacks {heading:?}:\n{md}");
     }

@@ -22,6 +22,13 @@
 //! do not follow the owner's own calls, grants out of nowhere, and any error
 //! the workload never provokes.
 //!
+//! **Failover answers.** `NOREPLICAS` (REPLICAS n ms) means the call was
+//! not acknowledged and was undone: an acquire granted nothing (a re-entry
+//! keeps the lease it set, so the window ends no later than that lease), a
+//! renew changed nothing. `UNBLOCKED` / `READONLY` (a waiter on a primary
+//! that was demoted, a call that reached it afterwards) granted, renewed or
+//! released nothing that the windows rely on.
+//!
 //! **Protected counters.** Inside a window a worker reads a counter (GET),
 //! sleeps 0–20 ms, and writes it back plus one (SET). With exclusion the
 //! final counter equals the number of completed sections; a SET whose
@@ -85,7 +92,9 @@ pub enum Violation {
     /// Two owners' safe windows overlap: a double grant.
     Overlap { first: Window, second: Window },
     /// The server said the owner no longer holds the lock (or granted it
-    /// afresh) while its safe window was still open.
+    /// afresh) while its safe window was still open: for the whole call,
+    /// since the server may have seen it as late as its return (a slow
+    /// reply, a paused server).
     LostEarly {
         process: String,
         seq: u64,
@@ -353,6 +362,19 @@ fn check_process(
             match &e.op {
                 // A release that may have happened ends the window at its invocation.
                 Op::Release { key, owner } => close(&mut open, windows, key, owner, e.invoke),
+                // A renew or re-entry that may have happened may have
+                // shortened the lease.
+                Op::Renew {
+                    key,
+                    owner,
+                    lease_ms,
+                }
+                | Op::Acquire {
+                    key,
+                    owner,
+                    lease_ms,
+                    ..
+                } => shorten(&mut open, key, owner, e.invoke, *lease_ms),
                 Op::Set { key, .. } => sections.entry(key.clone()).or_default().unknown += 1,
                 _ => {}
             }
@@ -376,16 +398,25 @@ fn check_process(
                 let (owner, holds) = match outcome {
                     Outcome::Int(n) if *n >= 1 => (owner.clone(), *n),
                     Outcome::Bulk(uuid) if owner == b"*" => (uuid.clone(), 1),
+                    Outcome::Err(text) if is_no_grant(text) => {
+                        // An unacknowledged re-entry was undone but kept its
+                        // lease: the window ends no later than that.
+                        let k = (key.clone(), owner.clone());
+                        if let Some(o) = open.get_mut(&k) {
+                            o.end = o.end.min(lease_end);
+                        }
+                        continue;
+                    }
                     Outcome::Nil => {
                         let k = (key.clone(), owner.clone());
                         if let Some(o) = open.get(&k) {
-                            if invoke < o.end {
+                            if ret < o.end {
                                 v.violations.push(Violation::LostEarly {
                                     process: name(),
                                     seq,
                                     what: format!(
-                                        "re-entry of {key} refused (nil) with {:.1} ms of its window left",
-                                        (o.end - invoke) as f64 / 1e6
+                                        "re-entry of {key} refused (nil) with {:.1} ms of its window left when answered",
+                                        (o.end - ret) as f64 / 1e6
                                     ),
                                 });
                             }
@@ -403,14 +434,14 @@ fn check_process(
                 owner_of.insert(key.clone(), owner.clone());
                 let k = (key.clone(), owner.clone());
                 if holds == 1 {
-                    if let Some(o) = open.get(&k).filter(|o| invoke < o.end) {
+                    if let Some(o) = open.get(&k).filter(|o| ret < o.end) {
                         v.violations.push(Violation::LostEarly {
                             process: name(),
                             seq,
                             what: format!(
-                                "re-entry of {key} granted afresh (count 1, was {}) with {:.1} ms of its window left",
+                                "re-entry of {key} granted afresh (count 1, was {}) with {:.1} ms of its window left when answered",
                                 o.holds,
-                                (o.end - invoke) as f64 / 1e6
+                                (o.end - ret) as f64 / 1e6
                             ),
                         });
                     }
@@ -482,17 +513,25 @@ fn check_process(
                         extend(&mut open, windows, p, &k, invoke, ret, lease_end);
                     }
                     Outcome::Int(0) => {
-                        if let Some(o) = open.get(&k).filter(|o| invoke < o.end) {
+                        if let Some(o) = open.get(&k).filter(|o| ret < o.end) {
                             v.violations.push(Violation::LostEarly {
                                 process: name(),
                                 seq,
                                 what: format!(
-                                    "RENEW of {key} answered 0 with {:.1} ms of its window left",
-                                    (o.end - invoke) as f64 / 1e6
+                                    "RENEW of {key} answered 0 with {:.1} ms of its window left when answered",
+                                    (o.end - ret) as f64 / 1e6
                                 ),
                             });
                         }
                         close(&mut open, windows, key, owner, invoke);
+                    }
+                    // Refused by a demoted node: nothing changed.
+                    Outcome::Err(text) if text.starts_with("READONLY") => {}
+                    // Unacknowledged: the previous deadline was put back, but
+                    // a promoted replica may have the renewal without the
+                    // undo; or cut short by a demotion: it may have happened.
+                    Outcome::Err(text) if is_no_grant(text) => {
+                        shorten(&mut open, key, owner, invoke, *lease_ms)
                     }
                     other => v
                         .violations
@@ -526,14 +565,16 @@ fn check_process(
                             close(&mut open, windows, key, owner, invoke);
                         }
                     }
+                    // Refused by a demoted node: nothing released.
+                    Outcome::Err(text) if text.starts_with("READONLY") => {}
                     Outcome::Err(text) if text.starts_with("NOTOWNER") => {
-                        if let Some(o) = open.get(&k).filter(|o| invoke < o.end) {
+                        if let Some(o) = open.get(&k).filter(|o| ret < o.end) {
                             v.violations.push(Violation::LostEarly {
                                 process: name(),
                                 seq,
                                 what: format!(
-                                    "RELEASE of {key} answered NOTOWNER with {:.1} ms of its window left",
-                                    (o.end - invoke) as f64 / 1e6
+                                    "RELEASE of {key} answered NOTOWNER with {:.1} ms of its window left when answered",
+                                    (o.end - ret) as f64 / 1e6
                                 ),
                             });
                         }
@@ -585,6 +626,29 @@ fn check_process(
     for (key, owner) in rest {
         close(&mut open, windows, &key, &owner, u64::MAX);
     }
+}
+
+/// A renew or re-entry that may have set a lease of `lease_ms` at
+/// `invoke`: the window ends no later than that.
+fn shorten(
+    open: &mut BTreeMap<(String, Vec<u8>), Open>,
+    key: &str,
+    owner: &[u8],
+    invoke: u64,
+    lease_ms: i64,
+) {
+    if let Some(o) = open.get_mut(&(key.to_string(), owner.to_vec())) {
+        o.end = o.end.min(invoke + lease_ms as u64 * 1_000_000);
+    }
+}
+
+/// Errors after which an acquire holds nothing new: NOREPLICAS (undone, or
+/// refused at once), UNBLOCKED (the node was demoted while it waited),
+/// READONLY (it reached a demoted node).
+fn is_no_grant(text: &str) -> bool {
+    ["NOREPLICAS", "UNBLOCKED", "READONLY"]
+        .iter()
+        .any(|code| text.starts_with(code))
 }
 
 /// A renew or re-entry confirmed at `invoke`: the window now ends at
@@ -1044,6 +1108,54 @@ mod tests {
         let v = run(&[vec![hung], b], &[]);
         assert_eq!(kinds(&v), ["hung"]);
         assert_eq!(v.hung, 1);
+    }
+
+    #[test]
+    fn failover_errors_grant_nothing() {
+        let no = |code: &str| Outcome::Err(format!("{code} x"));
+        // A refused fresh acquire opens no window: b may come right after.
+        for code in ["NOREPLICAS", "UNBLOCKED", "READONLY"] {
+            let a = vec![acq(0, "k", "a", 100, 0, 10, no(code))];
+            let b = vec![acq(0, "k", "b", 100, 5, 11, Outcome::Int(1))];
+            assert!(run(&[a, b], &[]).ok(), "{code}");
+        }
+        // An undone re-entry keeps its (shorter) lease: the window ends
+        // with it, so b at 31 is fine, at 29 an overlap.
+        let a = vec![
+            acq(0, "k", "a", 100, 0, 1, Outcome::Int(1)),
+            acq(1, "k", "a", 20, 10, 15, no("NOREPLICAS")),
+        ];
+        let b = vec![acq(0, "k", "b", 100, 25, 31, Outcome::Int(1))];
+        assert!(run(&[a.clone(), b], &[]).ok());
+        let b = vec![acq(0, "k", "b", 100, 25, 29, Outcome::Int(1))];
+        assert_eq!(kinds(&run(&[a, b], &[])), ["overlap"]);
+        // An undone renewal extends nothing, and a shorter one may have
+        // survived on a promoted replica (so may one whose reply was lost).
+        for out in [Some(no("NOREPLICAS")), Some(no("UNBLOCKED")), None] {
+            let r = |lease, ret| {
+                let mut e = renew(1, "k", "a", lease, 50, ret, Outcome::Nil);
+                e.ret = out.clone().map(|o| (ret * MS, o));
+                e
+            };
+            let a = vec![acq(0, "k", "a", 100, 0, 1, Outcome::Int(1)), r(500, 60)];
+            let b = vec![acq(0, "k", "b", 100, 90, 101, Outcome::Int(1))];
+            assert!(run(&[a.clone(), b], &[]).ok(), "{out:?}");
+            let b = vec![acq(0, "k", "b", 100, 90, 99, Outcome::Int(1))];
+            assert_eq!(kinds(&run(&[a, b], &[])), ["overlap"], "{out:?}");
+            let a = vec![acq(0, "k", "a", 100, 0, 1, Outcome::Int(1)), r(20, 60)];
+            let b = vec![acq(0, "k", "b", 100, 65, 71, Outcome::Int(1))];
+            assert!(run(&[a, b], &[]).ok(), "{out:?}");
+        }
+        // READONLY: refused, nothing changed.
+        let a = vec![
+            acq(0, "k", "a", 100, 0, 1, Outcome::Int(1)),
+            renew(1, "k", "a", 20, 50, 60, no("READONLY")),
+        ];
+        let b = vec![acq(0, "k", "b", 100, 65, 71, Outcome::Int(1))];
+        assert_eq!(kinds(&run(&[a, b], &[])), ["overlap"]);
+        // Other errors stay unexpected.
+        let a = vec![renew(0, "k", "a", 100, 0, 1, no("ERR"))];
+        assert_eq!(kinds(&run(&[a], &[])), ["unexpected"]);
     }
 
     #[test]

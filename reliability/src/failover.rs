@@ -385,7 +385,13 @@ fn scenario(kind: Kind, crash: bool, write_for: Duration, seed: u64, sec: &mut S
     }
 }
 
-pub fn section(kinds: &[Kind], rounds: usize, write_for: Duration) -> Section {
+pub fn section(
+    kinds: &[Kind],
+    rounds: usize,
+    write_for: Duration,
+    promotions: usize,
+    churn: Duration,
+) -> Section {
     let mut sec = Section::new("R3 Failover");
     sec.line(format!(
         "Primary + replica. A writer drives 32 locks on the primary for {:.1} s, each call followed by `WAIT 1 1000`; \
@@ -422,5 +428,6 @@ pub fn section(kinds: &[Kind], rounds: usize, write_for: Duration) -> Section {
             }
         }
     }
+    crate::promotions::lines(&mut sec, kinds, promotions, churn);
     sec
 }

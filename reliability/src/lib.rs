@@ -3,7 +3,8 @@
 //!
 //! - R1 [`churn`]: mutual exclusion under churn, judged by [`checker`]
 //! - R2 [`crash`]: kill -9 / DEBUG RELOAD / SHUTDOWN and restart
-//! - R3 [`failover`]: primary + replica, promotion
+//! - R3 [`failover`]: primary + replica, promotion; [`promotions`]: churn
+//!   across promotions of one of two replicas, with and without REPLICAS
 //! - R4 [`fuzz`]: hostile input against a live server
 //! - R5 [`leaks`]: memory and blocked clients after millions of calls, and
 //!   valgrind
@@ -28,5 +29,6 @@ pub mod fuzz;
 pub mod history;
 pub mod leaks;
 pub mod model;
+pub mod promotions;
 pub mod report;
 pub mod servers;

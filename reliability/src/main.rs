@@ -89,6 +89,24 @@ fn main() -> ExitCode {
             leaks::valgrind_workload(kind);
             ExitCode::SUCCESS
         }
+        // Internal: only R3's churn across promotions (to iterate on it).
+        "promotions" => {
+            let long = flags.has("long");
+            let (promotions, churn_ms) = if long { (30, 1500) } else { (4, 500) };
+            let mut s = Section::new("R3 churn across promotions");
+            hashlock_reliability::promotions::lines(
+                &mut s,
+                &KINDS,
+                promotions,
+                Duration::from_millis(churn_ms),
+            );
+            print!("{}", s.render());
+            if s.failures.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
         "all" | "churn" | "crash" | "failover" | "fuzz" | "leaks" | "reload" | "cluster"
         | "cluster-noblock" | "valgrind" => {
             let length = if flags.has("long") {
@@ -189,7 +207,14 @@ fn scenario(name: &str, length: Length) -> Section {
         }
         "failover" => {
             let (rounds, write_ms) = if long { (3, 3000) } else { (1, 800) };
-            failover::section(&KINDS, rounds, Duration::from_millis(write_ms))
+            let (promotions, churn_ms) = if long { (30, 1500) } else { (4, 500) };
+            failover::section(
+                &KINDS,
+                rounds,
+                Duration::from_millis(write_ms),
+                promotions,
+                Duration::from_millis(churn_ms),
+            )
         }
         "fuzz" => fuzz::section(&KINDS, if long { 1_000_000 } else { 100_000 }),
         "leaks" => {

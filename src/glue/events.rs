@@ -177,7 +177,9 @@ unsafe extern "C" fn server_event(
                 look_again_in(ctx, Some(info.dbnum_second));
             }
             raw::REDISMODULE_EVENT_REPLICA_CHANGE => {
-                notify::replica_changed(subevent == raw::REDISMODULE_SUBEVENT_REPLICA_CHANGE_ONLINE)
+                let online = subevent == raw::REDISMODULE_SUBEVENT_REPLICA_CHANGE_ONLINE;
+                notify::replica_changed(online);
+                server::replica_changed(online);
             }
             raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED => {
                 if subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA {

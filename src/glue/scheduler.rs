@@ -47,8 +47,9 @@ pub enum Job {
     /// client, or the replicas did not acknowledge it.
     TakeBack(QueueKey, OwnedStr),
     /// Put back the deadline a renewal replaced (the replicas did not
-    /// acknowledge it), if this owner still holds the lock.
-    Restore(QueueKey, OwnedStr, Millis),
+    /// acknowledge it), if this owner still holds the lock; `None`: it had
+    /// no expiry.
+    Restore(QueueKey, OwnedStr, Option<Millis>),
     /// A call's replicas did not acknowledge in time.
     AckTimeout(AckId),
 }

@@ -18,8 +18,10 @@ use crate::timing::{fmt_count, fmt_duration, max, quantile};
 use crate::workloads::b2::Renew;
 use crate::workloads::b3;
 use crate::workloads::b6::Writer;
+use crate::workloads::b8::Variant;
 use crate::workloads::contender::Waiter;
 use crate::workloads::pairs::Pairs;
+use targets::b8_row;
 
 /// The SVG's file name, written next to the markdown.
 pub const SVG_NAME: &str = "bench-b3-wait.svg";
@@ -189,6 +191,9 @@ pub fn markdown(r: &Results, svg_name: Option<&str>) -> String {
     }
     if r.ran.contains(&Workload::B6) {
         b6_section(&mut s, r);
+    }
+    if r.ran.contains(&Workload::B8) {
+        b8_section(&mut s, r);
     }
     notes(&mut s);
     s
@@ -479,6 +484,79 @@ fn b6_section(s: &mut String, r: &Results) {
     s.push('\n');
 }
 
+fn b8_section(s: &mut String, r: &Results) {
+    let p = &r.plan;
+    let ack = crate::workloads::b8::ACK_MS;
+    let _ = writeln!(s, "## B8 — surviving failover: `REPLICAS 1` and `TOKEN`\n");
+    let _ = writeln!(
+        s,
+        "### Replica-acknowledged acquire\n\n\
+         A primary with one replica, started for B8 ({}). C clients loop acquire → release on fresh keys of their own; \
+         only the acquire is acknowledged. `REPLICAS 1` = `LOCK.ACQUIRE k o PX 30000 REPLICAS 1 {ack}` then `LOCK.RELEASE`; \
+         script + `WAIT 1` = Redisson's acquire script (EVALSHA) and `WAIT 1 {ack}` in one pipeline, then the release script \
+         (Redisson's synced eval would also WAIT after the release); no acknowledgement = plain `LOCK.ACQUIRE` / `LOCK.RELEASE`. \
+         Each row: {} slices of {} (after {} warm-up each), the variants taking turns slice by slice. \
+         Latency = client side, acquire sent → release answered (\"acquire\": until the acquire, and WAIT, answered). \
+         Primary µs/call = its commandstats over what the variant sends (WAIT included).\n",
+        r.b8_setup,
+        p.b8_slices,
+        fmt_duration(p.b8_slice),
+        fmt_duration(p.b8_warmup),
+    );
+    let _ = writeln!(
+        s,
+        "| clients | variant | pairs/s | vs script + WAIT | latency p50 | latency p99 | acquire p50 | acquire p99 | primary µs/call | primary CPU | client CPU |
+|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for &clients in &p.b8_clients {
+        let base = b8_row(r, Variant::ScriptWait, clients).map(|x| x.pairs_per_sec());
+        for v in Variant::ALL {
+            let Some(row) = b8_row(r, v, clients) else {
+                continue;
+            };
+            let _ = writeln!(
+                s,
+                "| {clients} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} % | {:.0} % |",
+                v.label(),
+                fmt_count(row.pairs_per_sec()),
+                fmt_ratio(base.and_then(|b| ratio(row.pairs_per_sec(), b))),
+                fmt_duration(quantile(&row.pair, 0.5)),
+                fmt_duration(quantile(&row.pair, 0.99)),
+                fmt_duration(quantile(&row.acquire, 0.5)),
+                fmt_duration(quantile(&row.acquire, 0.99)),
+                fmt_us(row.server_us_per_call()),
+                row.server.server_busy() * 100.0,
+                row.client_busy * 100.0
+            );
+        }
+    }
+    if let Some(tc) = &r.b8_token {
+        let _ = writeln!(
+            s,
+            "\n### Fencing token cost\n\n\
+             One client, pipeline 16, {} free locks per phase; first one `TOKEN` acquisition of each (it creates the lock's counter), \
+             then {} round(s) each with and without `TOKEN`, taking turns, on the main (standalone) server. `INFO commandstats` µs per \
+             `LOCK.ACQUIRE`: a token acquire also reads and writes the counter `redisson_lock_token:{{key}}` and replicates it as \
+             `SET ... KEEPTTL` (a third effect after HSET and PEXPIREAT). The counter has no TTL, so every acquisition of a lock name \
+             but its first finds it: the steady state.\n\n\
+             | acquire of a free lock | calls | µs/call | vs without |\n|---|---:|---:|---:|\n\
+             | without TOKEN | {} | {} | 1.00× |\n| with TOKEN (counter exists) | {} | {} | {} |\n\
+             | with TOKEN, a name's first (creates the counter) | {} | {} | {} |",
+            fmt_count(p.b8_token_keys as f64),
+            p.b8_token_rounds,
+            fmt_count(tc.plain.calls as f64),
+            fmt_us(tc.plain.us_per_call()),
+            fmt_count(tc.token.calls as f64),
+            fmt_us(tc.token.us_per_call()),
+            fmt_ratio(tc.ratio()),
+            fmt_count(tc.token_first.calls as f64),
+            fmt_us(tc.token_first.us_per_call()),
+            fmt_ratio(tc.first_ratio()),
+        );
+    }
+    s.push('\n');
+}
+
 fn notes(s: &mut String) {
     let _ = writeln!(
         s,
@@ -545,6 +623,17 @@ pub fn missing_rows(r: &Results) -> Vec<String> {
     match &r.b6 {
         Some(o) if o.fills.len() == 2 => {}
         _ => missing.push("B6".into()),
+    }
+    for &clients in &p.b8_clients {
+        for v in Variant::ALL {
+            match b8_row(r, v, clients) {
+                Some(row) if row.pairs > 0 && row.server_us_per_call().is_some() => {}
+                _ => missing.push(format!("B8 {} {clients}c", v.label())),
+            }
+        }
+    }
+    if r.b8_token.as_ref().and_then(|t| t.ratio()).is_none() {
+        missing.push("B8 token cost".into());
     }
     if p.mode == Mode::Smoke && targets(r).iter().any(|t| t.verdict == Verdict::NotRun) {
         missing.push("a target could not be evaluated".into());

@@ -8,6 +8,7 @@ use crate::run::Results;
 use crate::timing::{fmt_count, fmt_duration, max, quantile};
 use crate::workloads::b2::Renew;
 use crate::workloads::b6::Writer;
+use crate::workloads::b8::Variant;
 use crate::workloads::contender::Waiter;
 use crate::workloads::pairs::Pairs;
 
@@ -232,5 +233,82 @@ pub fn targets(r: &Results) -> Vec<Target> {
             h.map(|(h, _)| h.residual <= crate::workloads::b6::tolerance(h.baseline) as i64),
         ),
     });
+
+    // B8: REPLICAS 1 against the Redisson way (script + WAIT 1 pipelined).
+    for &clients in &r.plan.b8_clients {
+        let h = b8_row(r, Variant::Replicas, clients);
+        let w = b8_row(r, Variant::ScriptWait, clients);
+        for (q, name) in [(0.5, "p50"), (0.99, "p99")] {
+            let (hq, wq) = (
+                h.map(|x| quantile(&x.pair, q)),
+                w.map(|x| quantile(&x.pair, q)),
+            );
+            let x = hq
+                .zip(wq)
+                .and_then(|(a, b)| ratio(a.as_secs_f64(), b.as_secs_f64()));
+            t.push(Target {
+                workload: "B8",
+                what: format!(
+                    "acquire + release latency {name}, {}, `REPLICAS 1` ÷ script + `WAIT 1`",
+                    clients_word(clients)
+                ),
+                measured: match (hq, wq) {
+                    (Some(a), Some(b)) => format!(
+                        "{} ({} vs {})",
+                        fmt_ratio(x),
+                        fmt_duration(a),
+                        fmt_duration(b)
+                    ),
+                    _ => "—".into(),
+                },
+                // "At least on par": within 5 % (run-to-run noise) or better.
+                goal: "≤ 1.05× (on par)".into(),
+                verdict: verdict(x.map(|x| x <= 1.05)),
+            });
+        }
+    }
+    let clients = r.plan.b8_clients.iter().copied().max().unwrap_or(50);
+    let h = b8_row(r, Variant::Replicas, clients).map(|x| x.pairs_per_sec());
+    let w = b8_row(r, Variant::ScriptWait, clients).map(|x| x.pairs_per_sec());
+    let x = h.zip(w).and_then(|(a, b)| ratio(a, b));
+    t.push(Target {
+        workload: "B8",
+        what: format!(
+            "pairs/s, {}, `REPLICAS 1` ÷ script + `WAIT 1`",
+            clients_word(clients)
+        ),
+        measured: match (h, w) {
+            (Some(a), Some(b)) => {
+                format!("{} ({} vs {})", fmt_ratio(x), fmt_count(a), fmt_count(b))
+            }
+            _ => "—".into(),
+        },
+        goal: "≥ 1.30×".into(),
+        verdict: verdict(x.map(|x| x >= 1.3)),
+    });
+    let tc = r.b8_token.as_ref();
+    let x = tc.and_then(|c| c.ratio());
+    t.push(Target {
+        workload: "B8",
+        what: "server µs per acquire of a free lock, with TOKEN (counter exists) ÷ without".into(),
+        measured: match (
+            tc.and_then(|c| c.token.us_per_call()),
+            tc.and_then(|c| c.plain.us_per_call()),
+        ) {
+            (Some(a), Some(b)) => format!("{} ({a:.2} vs {b:.2} µs)", fmt_ratio(x)),
+            _ => "—".into(),
+        },
+        goal: "≤ 1.30×".into(),
+        verdict: verdict(x.map(|x| x <= 1.3)),
+    });
     t
+}
+
+pub(crate) fn b8_row(
+    r: &Results,
+    v: Variant,
+    clients: usize,
+) -> Option<&crate::workloads::b8::Row> {
+    r.b8.iter()
+        .find(|x| x.config.variant == v && x.config.clients == clients)
 }

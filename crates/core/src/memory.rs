@@ -163,6 +163,12 @@ impl LockStore for MemoryLock<'_> {
         }
     }
 
+    fn clear_deadline(&mut self) {
+        if let Some(entry) = self.db.entries.get_mut(&self.key) {
+            entry.deadline = None;
+        }
+    }
+
     fn delete(&mut self) {
         self.db.entries.remove(&self.key);
     }

@@ -213,15 +213,19 @@ pub fn take_back<S: LockStore>(lock: &mut S, owner: &S::Name) -> LockResult<Opti
 }
 
 /// Puts back the deadline a renewal replaced (the replicas did not
-/// acknowledge it), if `owner` still holds the lock.
+/// acknowledge it), if `owner` still holds the lock. `None`: the lock had
+/// no expiry before the renewal, and has none again.
 pub fn restore_deadline<S: LockStore>(
     lock: &mut S,
     owner: &S::Name,
-    deadline: Millis,
+    deadline: Option<Millis>,
 ) -> LockResult<bool> {
     match holding(lock, owner)? {
         Holding::Mine { .. } => {
-            lock.set_deadline(deadline);
+            match deadline {
+                Some(deadline) => lock.set_deadline(deadline),
+                None => lock.clear_deadline(),
+            }
             Ok(true)
         }
         Holding::Free | Holding::Theirs => Ok(false),

@@ -38,6 +38,8 @@ pub trait LockStore {
     fn set_holds(&mut self, owner: &Self::Name, holds: i64);
     /// PEXPIREAT on an existing key.
     fn set_deadline(&mut self, deadline: Millis);
+    /// PERSIST: the existing key no longer expires.
+    fn clear_deadline(&mut self);
     /// DEL.
     fn delete(&mut self);
 

@@ -267,9 +267,20 @@ fn taking_back_and_restoring() {
         rules::take_back(&mut db.key(K), b"a"),
         Ok(Some(Released::Held { holds: 1 }))
     );
-    assert_eq!(rules::restore_deadline(&mut db.key(K), b"a", 42), Ok(true));
+    assert_eq!(
+        rules::restore_deadline(&mut db.key(K), b"a", Some(42)),
+        Ok(true)
+    );
     assert_eq!(db.deadline(K), Some(42));
-    assert_eq!(rules::restore_deadline(&mut db.key(K), b"b", 7), Ok(false));
+    assert_eq!(
+        rules::restore_deadline(&mut db.key(K), b"a", None),
+        Ok(true)
+    );
+    assert_eq!(db.deadline(K), None);
+    assert_eq!(
+        rules::restore_deadline(&mut db.key(K), b"b", Some(7)),
+        Ok(false)
+    );
     assert_eq!(rules::take_back(&mut db.key(K), b"b"), Ok(None));
     assert_eq!(
         rules::take_back(&mut db.key(K), b"a"),

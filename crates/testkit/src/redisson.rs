@@ -50,6 +50,19 @@ else \
     return 0; \
 end;";
 
+/// RedissonFencedLock's acquire (4.7), as in docs/ENGINEERING notes:
+/// KEYS[1] lock, KEYS[2] token counter; ARGV[1] lease ms, ARGV[2] owner.
+/// `{-1, token}` = acquired (or re-entered: the token grows then too),
+/// else `{pttl, -1}`.
+pub const FENCED_TRY_LOCK: &str = "\
+if (redis.call('exists', KEYS[1]) == 0 or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then \
+    local token = redis.call('incr', KEYS[2]); \
+    redis.call('hincrby', KEYS[1], ARGV[2], 1); \
+    redis.call('pexpire', KEYS[1], ARGV[1]); \
+    return {-1, token}; \
+end; \
+return {redis.call('pttl', KEYS[1]), -1};";
+
 /// LockPubSub.UNLOCK_MESSAGE.
 pub const UNLOCK_MESSAGE: &str = "0";
 
@@ -57,6 +70,20 @@ pub const UNLOCK_MESSAGE: &str = "0";
 /// added unless the name already contains `{`.
 pub fn channel(key: &[u8]) -> Vec<u8> {
     let mut c = b"redisson_lock__channel:".to_vec();
+    if key.contains(&b'{') {
+        c.extend_from_slice(key);
+    } else {
+        c.push(b'{');
+        c.extend_from_slice(key);
+        c.push(b'}');
+    }
+    c
+}
+
+/// RedissonFencedLock's token counter: `redisson_lock_token:{name}`, the
+/// channel's braces rule.
+pub fn token_key(key: &[u8]) -> Vec<u8> {
+    let mut c = b"redisson_lock_token:".to_vec();
     if key.contains(&b'{') {
         c.extend_from_slice(key);
     } else {

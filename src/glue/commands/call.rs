@@ -95,7 +95,7 @@ impl Call {
             };
         }
         replicas.check(self.ctx.now())?;
-        let online = server::online_replicas(self.ctx);
+        let online = server::online_replicas();
         if online < replicas.count {
             return Err(LockError::NoReplicas {
                 wanted: replicas.count,

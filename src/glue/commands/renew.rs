@@ -22,9 +22,9 @@ pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
     let tie_to = call.tie_to(req.keepalive)?;
     let key: &RStr = req.key;
     let mut lock = LockKey::open(ctx, key, Mode::Write);
-    // What an unacknowledged renewal puts back.
+    // What an unacknowledged renewal puts back (`Some(None)`: no expiry).
     let previous = match replicas {
-        Some(_) => lock.ttl().map(|ttl| lock.now().saturating_add(ttl)),
+        Some(_) => Some(lock.ttl().map(|ttl| lock.now().saturating_add(ttl))),
         None => None,
     };
     if !rules::renew(&mut lock, req.owner, lease)? {

@@ -89,7 +89,7 @@ pub fn require_api() -> Result<(), &'static str> {
         RedisModule_SetModuleOptions,
         RedisModule_GetClientId,
         RedisModule_StringDMA,
-        RedisModule_StringSet,
+        RedisModule_StringTruncate,
         RedisModule_SetExpire,
         RedisModule_Call,
         RedisModule_FreeCallReply,

@@ -109,6 +109,25 @@ impl<'a> LockKey<'a> {
     }
 }
 
+/// `value` in decimal, written into `buf`.
+fn decimal(value: i64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut n = value.unsigned_abs();
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if value < 0 {
+        i -= 1;
+        buf[i] = b'-';
+    }
+    &buf[i..]
+}
+
 fn open_raw(ctx: Ctx, name: &RStr, mode: Mode) -> *mut raw::RedisModuleKey {
     let flags = match mode {
         Mode::Read => raw::REDISMODULE_READ,
@@ -257,6 +276,23 @@ impl LockStore for LockKey<'_> {
         self.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"expire", self.name);
     }
 
+    fn clear_deadline(&mut self) {
+        self.wrote = true;
+        unsafe {
+            rm!(RedisModule_SetExpire(
+                self.key,
+                raw::REDISMODULE_NO_EXPIRE as c_longlong
+            ));
+            rm!(RedisModule_Replicate(
+                self.ctx.0,
+                c"PERSIST".as_ptr(),
+                c"s".as_ptr(),
+                self.name.ptr()
+            ));
+        }
+        self.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"persist", self.name);
+    }
+
     fn delete(&mut self) {
         self.wrote = true;
         unsafe {
@@ -305,21 +341,30 @@ impl LockStore for LockKey<'_> {
             panic!("set_token before a successful token()");
         };
         token.wrote = true;
-        let value_str = OwnedStr::from_i64(value);
+        let mut buf = [0u8; 20];
+        let digits = decimal(value, &mut buf);
         unsafe {
-            // INCR keeps a counter's TTL (RFencedLock's has none, but someone
-            // may have given it one); a plain SET would drop it.
-            let ttl = rm!(RedisModule_GetExpire(token.key));
-            rm!(RedisModule_StringSet(token.key, value_str.ptr()));
-            if ttl != raw::REDISMODULE_NO_EXPIRE as i64 {
-                rm!(RedisModule_SetExpire(token.key, ttl));
-            }
+            // The digits are written in place: `token()` read the counter
+            // through DMA, which left it a plain string of its own (a new
+            // counter is created as one, with no TTL, as RFencedLock's).
+            // Unlike replacing the value (setKey), this keeps any TTL
+            // someone gave it, as INCR does, and costs far less.
+            rm!(RedisModule_StringTruncate(token.key, digits.len()));
+            let mut len = 0usize;
+            let p = rm!(RedisModule_StringDMA(
+                token.key,
+                &mut len,
+                raw::REDISMODULE_WRITE as c_int
+            ));
+            assert!(!p.is_null() && len == digits.len(), "counter DMA");
+            std::ptr::copy_nonoverlapping(digits.as_ptr(), p as *mut u8, len);
             rm!(RedisModule_Replicate(
                 ctx.0,
                 c"SET".as_ptr(),
-                c"ssc".as_ptr(),
+                c"sbc".as_ptr(),
                 token.name.ptr(),
-                value_str.ptr(),
+                digits.as_ptr() as *const c_char,
+                digits.len(),
                 c"KEEPTTL".as_ptr() as *const c_char
             ));
         }
@@ -332,6 +377,19 @@ impl LockStore for LockKey<'_> {
                 c"incrby".as_ptr(),
                 name.ptr()
             ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::decimal;
+
+    #[test]
+    fn decimal_digits() {
+        let mut buf = [0u8; 20];
+        for v in [0, 7, 10, 1795392008466000, i64::MAX, -1, i64::MIN] {
+            assert_eq!(decimal(v, &mut buf), v.to_string().as_bytes());
         }
     }
 }

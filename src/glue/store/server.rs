@@ -4,11 +4,14 @@
 //! node still serves a key, and the replication offsets (REPLICAS).
 
 use std::ffi::{CStr, c_int};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 use crate::glue::runtime::ffi::{Ctx, RStr, raw};
 
 static PRIMARY: AtomicBool = AtomicBool::new(true);
+/// Replicas online, counted at load and then followed through replica
+/// events (REPLICAS checks it on every call: INFO would cost microseconds).
+static ONLINE_REPLICAS: AtomicI64 = AtomicI64::new(0);
 static CLUSTER: AtomicBool = AtomicBool::new(false);
 static VALKEY: AtomicBool = AtomicBool::new(false);
 
@@ -27,6 +30,14 @@ pub fn init(ctx: Ctx) {
         Info::section(ctx, c"server").is_some_and(|i| i.text(c"valkey_version").is_some()),
         Ordering::Relaxed,
     );
+    let online = replication(ctx).map_or(0, |r| r.acked.len() as i64);
+    ONLINE_REPLICAS.store(online, Ordering::Relaxed);
+}
+
+/// A replica came online (finished its sync) or went offline.
+pub fn replica_changed(online: bool) {
+    let n = ONLINE_REPLICAS.load(Ordering::Relaxed) + if online { 1 } else { -1 };
+    ONLINE_REPLICAS.store(n.max(0), Ordering::Relaxed);
 }
 
 /// A primary: LOCK.* writes allowed, lock logic runs. False on replicas.
@@ -161,8 +172,8 @@ fn replica_offset(line: &str) -> Option<i64> {
 }
 
 /// Replicas online now.
-pub fn online_replicas(ctx: Ctx) -> i64 {
-    replication(ctx).map_or(0, |r| r.acked.len() as i64)
+pub fn online_replicas() -> i64 {
+    ONLINE_REPLICAS.load(Ordering::Relaxed)
 }
 
 /// `INFO memory`'s `maxmemory_policy`, and whether `maxmemory` is set.

@@ -12,8 +12,9 @@
 //! undone (`handoff::undo`) and answered NOREPLICAS.
 //!
 //! Nothing is sent to replicas while clients are paused: the wait goes on
-//! (its time runs), and the undo of a call that timed out waits for the
-//! pause to end.
+//! (its time runs), the GETACK it is owed goes out on the first turn after
+//! the pause (as WAIT's does), and the undo of a call that timed out waits
+//! for the pause to end.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -46,8 +47,7 @@ struct Wait {
     timeout: JobId,
     /// The job that undoes the call: `TakeBack` (a fresh grant or a
     /// re-entry drops the hold it added) or `Restore` (a renewal puts the
-    /// previous deadline back); none for a renewal of a lock that had no
-    /// expiry.
+    /// previous deadline back, or no expiry if it had none).
     undo: Option<Job>,
 }
 
@@ -55,6 +55,9 @@ struct Wait {
 struct Acks {
     ids: Counter,
     waits: HashMap<AckId, Wait>,
+    /// A wait took its target while clients were paused, so no GETACK went
+    /// out for it: send one as soon as the pause is over.
+    ask_owed: bool,
 }
 
 thread_local! {
@@ -91,7 +94,7 @@ pub fn wait(
     replicas: Replicas,
     undo: Option<Job>,
 ) -> Result<(), TooFew> {
-    let online = server::online_replicas(ctx);
+    let online = server::online_replicas();
     if online < replicas.count {
         return Err(TooFew {
             handle,
@@ -185,7 +188,12 @@ pub fn before_sleep(ctx: Ctx) {
         }
         done
     });
-    if ask && !paused {
+    let ask = with(|a| {
+        let owed = a.ask_owed || ask;
+        a.ask_owed = owed && paused;
+        owed && !paused
+    });
+    if ask {
         // Not into the AOF (`A`): only replicas act on it.
         unsafe {
             rm!(RedisModule_Replicate(

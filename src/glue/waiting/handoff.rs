@@ -200,7 +200,7 @@ pub fn take_back(ctx: Ctx, qk: &QueueKey, owner: &OwnedStr) {
 }
 
 /// Puts back the deadline a renewal replaced, if `owner` still holds it.
-pub fn restore(ctx: Ctx, qk: &QueueKey, owner: &OwnedStr, deadline: Millis) {
+pub fn restore(ctx: Ctx, qk: &QueueKey, owner: &OwnedStr, deadline: Option<Millis>) {
     if !ctx.select_db(qk.db) {
         return;
     }
