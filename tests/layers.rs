@@ -90,7 +90,9 @@ fn glue_imports_only_point_down() {
         .iter()
         .filter_map(|f| {
             let rel = f.strip_prefix(&root).ok()?.with_extension("");
-            let mut parts = rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned());
+            let mut parts = rel
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned());
             Some((parts.next()?, parts.next()?))
         })
         .collect();
@@ -138,7 +140,11 @@ fn glue_imports_only_point_down() {
             }
         }
     }
-    assert!(violations.is_empty(), "layering broken:\n{}", violations.join("\n"));
+    assert!(
+        violations.is_empty(),
+        "layering broken:\n{}",
+        violations.join("\n")
+    );
     // The check really looks: this tree has files in every layer.
     assert!(files.len() > 20, "{files:?}");
 }

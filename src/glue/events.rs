@@ -10,7 +10,8 @@
 //!   server has already answered those it handles itself), ties and
 //!   acknowledgement waits end; LOCK.* writes are refused from now on.
 //! - Before the event loop sleeps: replica acknowledgements (REPLICAS).
-//! - Replicas coming and going (`notify` publishes to them); configuration
+//! - Replicas coming and going (REPLICAS counts them, `notify` publishes to
+//!   them); configuration
 //!   changes (`eviction` re-checks the policy).
 //!
 //! Callbacks here never write: they schedule jobs.
@@ -31,7 +32,7 @@ use crate::glue::runtime::firewall;
 use crate::glue::scheduler::{self, Job};
 use crate::glue::stats;
 use crate::glue::store::ids::ClientId;
-use crate::glue::store::{QueueKey, is_own_event, notify, server};
+use crate::glue::store::{QueueKey, is_own_event, server};
 use crate::glue::waiting::{acks, queues, ties};
 
 thread_local! {
@@ -178,7 +179,6 @@ unsafe extern "C" fn server_event(
             }
             raw::REDISMODULE_EVENT_REPLICA_CHANGE => {
                 let online = subevent == raw::REDISMODULE_SUBEVENT_REPLICA_CHANGE_ONLINE;
-                notify::replica_changed(online);
                 server::replica_changed(online);
             }
             raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED => {

@@ -92,7 +92,7 @@ fn load(ctx: Ctx, args: &[RStr]) -> Result<(), String> {
     let values = module_args(args)?;
     register_configs(ctx, &values)?;
     ONE.init(b"1");
-    notify::init(ctx);
+    notify::init();
     scheduler::init(jobs::run);
     commands::register(ctx)?;
     events::subscribe(ctx)?;

@@ -22,7 +22,11 @@ fn main() {
         println!(
             "{i} {} {} {} {:?}",
             cluster.port(i),
-            if me.is_primary() { "primary" } else { "replica" },
+            if me.is_primary() {
+                "primary"
+            } else {
+                "replica"
+            },
             me.id,
             me.slots
         );

@@ -4,13 +4,11 @@
 //! Standalone: PUBLISH semantics. `RedisModule_PublishMessage` reaches this
 //! server's subscribers only, so a PUBLISH is also sent down the replication
 //! stream (flag `A`: replicas, not the AOF), as the PUBLISH command does —
-//! when replicas are connected. `RedisModule_Replicate` costs ~3,000
+//! when replicas are online (`server::online_replicas`). `RedisModule_Replicate` costs ~3,000
 //! instructions even when nothing is propagated (measured), and a message
 //! nobody can receive need not be sent; pub/sub is fire-and-forget, so this
 //! never affects lock state.
 //! Cluster: sharded publish, since the channel hashes to the key's slot.
-
-use std::sync::atomic::{AtomicI64, Ordering};
 
 use super::server;
 use crate::core::channel::{UNLOCK_MESSAGE, unlock_channel};
@@ -18,27 +16,8 @@ use crate::glue::runtime::ffi::{Ctx, OwnedStr, RStr, StaticStr, raw};
 
 pub static MESSAGE: StaticStr = StaticStr::empty();
 
-/// Replicas online: counted at load, then followed through replica events.
-/// It can only overcount (a replica mid-sync at load is counted twice once
-/// online), which costs a useless PUBLISH, never a lost one.
-static REPLICAS: AtomicI64 = AtomicI64::new(0);
-
-pub fn init(ctx: Ctx) {
+pub fn init() {
     MESSAGE.init(UNLOCK_MESSAGE);
-    REPLICAS.store(connected_replicas(ctx), Ordering::Relaxed);
-}
-
-pub fn replica_changed(online: bool) {
-    let delta = if online { 1 } else { -1 };
-    let n = REPLICAS.load(Ordering::Relaxed);
-    REPLICAS.store((n + delta).max(0), Ordering::Relaxed);
-}
-
-fn connected_replicas(ctx: Ctx) -> i64 {
-    // Unknown: assume there are some (a useless PUBLISH is harmless).
-    server::Info::section(ctx, c"replication")
-        .and_then(|info| info.number(c"connected_slaves"))
-        .unwrap_or(1)
 }
 
 pub fn publish_unlock(ctx: Ctx, key: &RStr) {
@@ -51,7 +30,7 @@ pub fn publish_unlock(ctx: Ctx, key: &RStr) {
             _ => rm!(RedisModule_PublishMessage(ctx.0, channel.ptr(), message)),
         };
         // In a cluster the message reaches the other nodes over the cluster bus.
-        if cluster || REPLICAS.load(Ordering::Relaxed) == 0 {
+        if cluster || server::online_replicas() == 0 {
             return;
         }
         rm!(RedisModule_Replicate(
