@@ -952,11 +952,20 @@ fn online_replicas_are_followed(kind: Kind) {
     );
     let r = c.cmd(&["LOCK.ACQUIRE", "b", "o", "REPLICAS", "2", "5000"]);
     assert_noreplicas(&r, false, &format!("{kind}: 2 of 1"));
-    // Cut the replica off: until it has resynced, nothing waits.
-    assert_eq!(c.cmd(&["CLIENT", "KILL", "TYPE", "replica"]), Reply::Int(1));
+    // Cut the replica off (for good: a killed link would reconnect within a
+    // second, and a slow test could miss the gap): nothing waits now.
+    assert_eq!(
+        replica.client().cmd(&["REPLICAOF", "NO", "ONE"]),
+        Reply::Status("OK".into())
+    );
+    let gone = wait_until(Duration::from_secs(10), || {
+        !primary.info("replication").contains("state=online")
+    });
+    assert!(gone, "{kind}: replica gone: {}", primary.info("replication"));
     let r = c.cmd(&["LOCK.ACQUIRE", "b", "o", "REPLICAS", "1", "5000"]);
     assert_noreplicas(&r, false, &format!("{kind}: the replica is gone"));
     assert!(c.cmd(&["LOCK.INFO", "b"]).is_nil());
+    replica.replica_of(&primary);
     let back = wait_until(Duration::from_secs(10), || {
         primary.info("replication").contains("state=online")
     });
