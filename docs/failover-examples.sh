@@ -1,5 +1,5 @@
 #!/bin/sh
-# Runs every example of docs/FAILOVER-DRAFT.md against a real primary and
+# Runs every example of the README section "Surviving failover" against a real primary and
 # replica (redis-server with the module) and sqlite3, printing each command
 # and what it answered, so the draft's outputs can be checked against it.
 #
