@@ -5,6 +5,8 @@
 //! paused (CLIENT PAUSE WRITE, failover: a write or a propagation then kills
 //! the server): they wait for the pause to end.
 
+use std::time::{Duration, Instant};
+
 use crate::glue::runtime::ffi::Ctx;
 use crate::glue::scheduler::{self, Job};
 use crate::glue::stats;
@@ -13,6 +15,12 @@ use crate::glue::waiting::{acks, handoff, queues, ties};
 
 /// How often to look again while writes are paused.
 const PAUSE_RETRY_MS: i64 = 5;
+
+/// A closed connection's tied locks are released a few at a time, for at
+/// most this long per job; the rest follow in the scheduler's next batches,
+/// so that a connection with 100,000 ties does not stall the server.
+const CLOSED_BUDGET: Duration = Duration::from_micros(500);
+const CLOSED_CHUNK: usize = 16;
 
 pub fn run(ctx: Ctx, job: Job) {
     // A BLOCK timeout writes nothing: it is answered even on a replica or
@@ -46,8 +54,19 @@ pub fn run(ctx: Ctx, job: Job) {
         }
         Job::Renew(qk) => handoff::renew_tied(ctx, &qk),
         Job::Closed(client) => {
-            for (qk, owner) in ties::closed(client) {
-                handoff::release_tied(ctx, &qk, &owner);
+            let started = Instant::now();
+            loop {
+                let (locks, more) = ties::closed(client, CLOSED_CHUNK);
+                for (qk, owner) in locks {
+                    handoff::release_tied(ctx, &qk, &owner);
+                }
+                if !more {
+                    break;
+                }
+                if started.elapsed() >= CLOSED_BUDGET {
+                    scheduler::soon(ctx, Job::Closed(client));
+                    break;
+                }
             }
         }
         Job::TakeBack(qk, owner) => handoff::take_back(ctx, &qk, &owner),
