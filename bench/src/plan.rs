@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use crate::workloads::b8::Config as B8Config;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
     Full,
@@ -30,15 +32,19 @@ pub enum Workload {
     B3,
     B4,
     B6,
+    B7,
+    B8,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 5] = [
+    pub const ALL: [Workload; 7] = [
         Workload::B1,
         Workload::B2,
         Workload::B3,
         Workload::B4,
         Workload::B6,
+        Workload::B7,
+        Workload::B8,
     ];
 
     pub fn parse(s: &str) -> Option<Workload> {
@@ -83,6 +89,14 @@ pub struct Plan {
     /// come back to the baseline after releasing them.
     pub b6_locks: usize,
     pub b6_settle: Duration,
+    /// B7: waiters per kill; kills of the KEEPALIVE holder; (lease, kills)
+    /// of the plain-lease holder and of the watchdog holder.
+    pub b7_waiters: usize,
+    pub b7_keepalive_kills: usize,
+    pub b7_lease: (Duration, usize),
+    pub b7_watchdog: (Duration, usize),
+    /// B8: tied locks, their lease, probe time per phase.
+    pub b8: crate::workloads::b8::Config,
 }
 
 impl Plan {
@@ -116,6 +130,15 @@ impl Plan {
                 b4_leases: vec![(ms(200), 30), (ms(2000), 8)],
                 b6_locks: 1_000_000,
                 b6_settle: Duration::from_secs(10),
+                b7_waiters: 4,
+                b7_keepalive_kills: 300,
+                b7_lease: (ms(200), 60),
+                b7_watchdog: (ms(300), 40),
+                b8: B8Config {
+                    locks: 100_000,
+                    lease: ms(3000),
+                    window: Duration::from_secs(10),
+                },
             },
             Mode::Quick => Plan {
                 mode,
@@ -138,6 +161,15 @@ impl Plan {
                 b4_leases: vec![(ms(200), 6), (ms(2000), 1)],
                 b6_locks: 200_000,
                 b6_settle: Duration::from_secs(5),
+                b7_waiters: 4,
+                b7_keepalive_kills: 60,
+                b7_lease: (ms(200), 15),
+                b7_watchdog: (ms(300), 10),
+                b8: B8Config {
+                    locks: 100_000,
+                    lease: ms(3000),
+                    window: Duration::from_secs(4),
+                },
             },
             Mode::Smoke => Plan {
                 mode,
@@ -160,6 +192,15 @@ impl Plan {
                 b4_leases: vec![(ms(200), 1), (ms(2000), 1)],
                 b6_locks: 5_000,
                 b6_settle: Duration::from_secs(1),
+                b7_waiters: 2,
+                b7_keepalive_kills: 3,
+                b7_lease: (ms(200), 2),
+                b7_watchdog: (ms(300), 2),
+                b8: B8Config {
+                    locks: 2_000,
+                    lease: ms(600),
+                    window: ms(500),
+                },
             },
         }
     }

@@ -15,7 +15,7 @@ use crate::scripts;
 use crate::setup::{self, Pinning};
 use crate::workloads::contender::Waiter;
 use crate::workloads::pairs::Pairs;
-use crate::workloads::{b1, b2, b3, b4, b6};
+use crate::workloads::{b1, b2, b3, b4, b6, b7, b8};
 
 pub struct Options {
     pub plan: Plan,
@@ -24,6 +24,9 @@ pub struct Options {
     pub pin: bool,
     /// Draw a progress bar on stderr (when it is a terminal).
     pub progress: bool,
+    /// This benchmark's own binary: B7 runs its lock holders as
+    /// `<exe> __holder ...` processes.
+    pub holder_exe: std::path::PathBuf,
 }
 
 /// Where the numbers come from.
@@ -57,6 +60,8 @@ pub struct Results {
     pub b3: Vec<b3::Row>,
     pub b4: Vec<b4::Row>,
     pub b6: Option<b6::Outcome>,
+    pub b7: Vec<b7::Row>,
+    pub b8: Option<b8::Outcome>,
 }
 
 pub fn run(opts: &Options) -> Result<Results> {
@@ -99,6 +104,8 @@ pub fn run(opts: &Options) -> Result<Results> {
         b3: Vec::new(),
         b4: Vec::new(),
         b6: None,
+        b7: Vec::new(),
+        b8: None,
     };
     rt.block_on(run_workloads(server.port, opts, &mut results))?;
     results.meta.took = t0.elapsed();
@@ -157,6 +164,8 @@ fn steps(plan: &Plan, ran: &[Workload]) -> u64 {
             }
             Workload::B4 => plan.b4_leases.len() * Waiter::ALL.len(),
             Workload::B6 => 2,
+            Workload::B7 => 3,
+            Workload::B8 => 1,
         };
     }
     n as u64
@@ -279,6 +288,37 @@ async fn run_workloads(port: u16, opts: &Options, r: &mut Results) -> Result<()>
                     })
                     .await?,
                 );
+            }
+            Workload::B7 => {
+                let variants = [
+                    (b7::Variant::Keepalive, plan.b7_keepalive_kills),
+                    (b7::Variant::Lease(plan.b7_lease.0), plan.b7_lease.1),
+                    (b7::Variant::Watchdog(plan.b7_watchdog.0), plan.b7_watchdog.1),
+                ];
+                for (i, (variant, kills)) in variants.into_iter().enumerate() {
+                    progress.step(&format!("B7 {} · {kills} kills", variant.label()));
+                    r.b7.push(
+                        b7::run(
+                            port,
+                            &opts.holder_exe,
+                            &mut admin,
+                            variant,
+                            plan.b7_waiters,
+                            kills,
+                            0xb7 + i as u64,
+                        )
+                        .await?,
+                    );
+                    progress.done();
+                }
+            }
+            Workload::B8 => {
+                progress.step(&format!(
+                    "B8 KEEPALIVE at scale · {} tied locks",
+                    plan.b8.locks
+                ));
+                r.b8 = Some(b8::run(opts.kind, r.meta.pinning.server_cpu, &plan.b8)?);
+                progress.done();
             }
         }
         r.meta.workload_took.push((w, started.elapsed()));

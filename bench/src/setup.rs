@@ -26,6 +26,8 @@ pub fn start_server(kind: Kind) -> Result<Server> {
 pub struct Pinning {
     pub pinned: bool,
     pub description: String,
+    /// The server's CPU, for workloads that start servers of their own.
+    pub server_cpu: Option<usize>,
 }
 
 /// CPUs this process may run on.
@@ -83,6 +85,21 @@ fn thread_cpus(pid: u32) -> Result<Vec<String>> {
     Ok(lists)
 }
 
+/// Pins every thread of another process (a workload's own server) to `cpu`.
+pub fn pin_pid(pid: u32, cpu: usize) -> Result<()> {
+    let out = Command::new("taskset")
+        .args(["-a", "-p", "-c", &cpu.to_string(), &pid.to_string()])
+        .output()
+        .context("running taskset (util-linux)")?;
+    if !out.status.success() {
+        bail!(
+            "taskset failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
 /// Server (all its threads) on the first allowed CPU, this process on the
 /// second, when there are two; otherwise nothing is pinned and the report
 /// says so. Must run before any other thread of this process starts.
@@ -91,6 +108,7 @@ pub fn pin(server_pid: u32, enabled: bool) -> Pinning {
         return Pinning {
             pinned: false,
             description: "not pinned (--no-pin)".into(),
+            server_cpu: None,
         };
     }
     match try_pin(server_pid) {
@@ -98,6 +116,7 @@ pub fn pin(server_pid: u32, enabled: bool) -> Pinning {
         Err(e) => Pinning {
             pinned: false,
             description: format!("not pinned: {e:#}"),
+            server_cpu: None,
         },
     }
 }
@@ -111,6 +130,7 @@ fn try_pin(server_pid: u32) -> Result<Pinning> {
                 "not pinned: only {} CPU available, server and client share it",
                 cpus.len()
             ),
+            server_cpu: None,
         });
     }
     let (server_cpu, client_cpu) = (cpus[0], cpus[1]);
@@ -144,6 +164,7 @@ fn try_pin(server_pid: u32) -> Result<Pinning> {
              ({} CPUs online)",
             cpus.len()
         ),
+        server_cpu: Some(server_cpu),
     })
 }
 

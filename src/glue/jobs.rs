@@ -50,21 +50,19 @@ pub fn run(ctx: Ctx, job: Job) {
             handoff::serve_key(ctx, &qk);
         }
         Job::Renew(qk) => handoff::renew_tied(ctx, &qk),
-        Job::Closed(client) => {
-            loop {
-                let (locks, more) = ties::closed(client, CLOSED_CHUNK);
-                for (qk, owner) in locks {
-                    handoff::release_tied(ctx, &qk, &owner);
-                }
-                if !more {
-                    break;
-                }
-                if scheduler::time_left().is_zero() {
-                    scheduler::soon(ctx, Job::Closed(client));
-                    break;
-                }
+        Job::Closed(client) => loop {
+            let (locks, more) = ties::closed(client, CLOSED_CHUNK);
+            for (qk, owner) in locks {
+                handoff::release_tied(ctx, &qk, &owner);
             }
-        }
+            if !more {
+                break;
+            }
+            if scheduler::time_left().is_zero() {
+                scheduler::soon(ctx, Job::Closed(client));
+                break;
+            }
+        },
         Job::TakeBack(qk, owner) => handoff::take_back(ctx, &qk, &owner),
         Job::Restore(qk, owner, deadline) => handoff::restore(ctx, &qk, &owner, deadline),
         Job::AckTimeout(id) => {

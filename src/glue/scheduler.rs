@@ -115,8 +115,9 @@ pub fn cancel(id: JobId) -> Option<Job> {
 /// with much to do (a closed connection's tied locks) does a part and
 /// schedules the rest, instead of stretching the batch.
 pub fn time_left() -> Duration {
-    with(|s| s.batch_started)
-        .map_or(Duration::ZERO, |started| BUDGET.saturating_sub(started.elapsed()))
+    with(|s| s.batch_started).map_or(Duration::ZERO, |started| {
+        BUDGET.saturating_sub(started.elapsed())
+    })
 }
 
 /// Jobs waiting (the module must not unload while there are any).

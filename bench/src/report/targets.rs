@@ -232,5 +232,45 @@ pub fn targets(r: &Results) -> Vec<Target> {
             h.map(|(h, _)| h.residual <= crate::workloads::b6::tolerance(h.baseline) as i64),
         ),
     });
+    // B7: a killed KEEPALIVE holder's lock moves on in milliseconds.
+    let row =
+        r.b7.iter()
+            .find(|x| x.variant == crate::workloads::b7::Variant::Keepalive);
+    t.push(Target {
+        workload: "B7",
+        what: "holder process SIGKILLed → next waiter's grant p99 (hashlock KEEPALIVE)".into(),
+        measured: row.map_or("—".into(), |x| {
+            format!(
+                "{}{}",
+                fmt_duration(quantile(&x.delay, 0.99)),
+                if x.early > 0 {
+                    format!(", {} DOUBLE GRANTS", x.early)
+                } else {
+                    String::new()
+                }
+            )
+        }),
+        goal: "≤ 5 ms".into(),
+        verdict: verdict(
+            row.map(|x| x.early == 0 && quantile(&x.delay, 0.99) <= Duration::from_millis(5)),
+        ),
+    });
+
+    // B8: many tied locks do not stall the server.
+    let b8 = r.b8.as_ref();
+    t.push(Target {
+        workload: "B8",
+        what: "100,000 tied locks renewing: longest PING round trip (event-loop stall)".into(),
+        measured: b8.map_or("—".into(), |o| {
+            format!(
+                "{} ({} locks; floor with nothing tied {})",
+                fmt_duration(max(&o.tied.probe.rtt)),
+                fmt_count(o.config.locks as f64),
+                fmt_duration(max(&o.idle.probe.rtt))
+            )
+        }),
+        goal: "≤ 2 ms".into(),
+        verdict: verdict(b8.map(|o| max(&o.tied.probe.rtt) <= crate::workloads::b8::STALL)),
+    });
     t
 }
