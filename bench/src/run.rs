@@ -293,7 +293,10 @@ async fn run_workloads(port: u16, opts: &Options, r: &mut Results) -> Result<()>
                 let variants = [
                     (b7::Variant::Keepalive, plan.b7_keepalive_kills),
                     (b7::Variant::Lease(plan.b7_lease.0), plan.b7_lease.1),
-                    (b7::Variant::Watchdog(plan.b7_watchdog.0), plan.b7_watchdog.1),
+                    (
+                        b7::Variant::Watchdog(plan.b7_watchdog.0),
+                        plan.b7_watchdog.1,
+                    ),
                 ];
                 for (i, (variant, kills)) in variants.into_iter().enumerate() {
                     progress.step(&format!("B7 {} · {kills} kills", variant.label()));

@@ -122,7 +122,10 @@ impl Contender {
         match self.waiter {
             Waiter::Hashlock | Waiter::HashlockKeepalive => {
                 let mut c = redis::cmd("LOCK.ACQUIRE");
-                c.arg(&self.key).arg(&self.owner).arg("PX").arg(&self.lease_ms);
+                c.arg(&self.key)
+                    .arg(&self.owner)
+                    .arg("PX")
+                    .arg(&self.lease_ms);
                 if self.waiter == Waiter::HashlockKeepalive {
                     c.arg("KEEPALIVE");
                 }
