@@ -1003,7 +1003,14 @@ fn tie_many(c: &mut Client, n: usize, px: u64) {
     for from in (0..n).step_by(1000) {
         let to = (from + 1000).min(n);
         for i in from..to {
-            c.send(&args!["LOCK.ACQUIRE", format!("m:{i}"), "o", "PX", px, "KEEPALIVE"]);
+            c.send(&args![
+                "LOCK.ACQUIRE",
+                format!("m:{i}"),
+                "o",
+                "PX",
+                px,
+                "KEEPALIVE"
+            ]);
         }
         for _ in from..to {
             assert_eq!(c.read_reply(), Reply::Int(1));
@@ -1044,12 +1051,17 @@ fn many_tied_locks_do_not_stall_the_server(kind: Kind) {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let (pings, worst, slow) = p.join().expect("probe");
     let renewals = lock_stat(&s, "keepalive_renewed") - renewed;
-    eprintln!("{kind}: {N} tied: {renewals} renewals, {pings} PINGs, max {worst:?}, {slow} over {BOUND:?}");
+    eprintln!(
+        "{kind}: {N} tied: {renewals} renewals, {pings} PINGs, max {worst:?}, {slow} over {BOUND:?}"
+    );
     // Every lock renewed at least twice in 1.6 s, none lost.
     assert!(renewals >= 2 * N as i64, "{kind}: {renewals} renewals");
     assert_eq!(c.cmd(&["DBSIZE"]), Reply::Int(N as i64));
     // One slow round trip may be the machine; a burst recurs every 500 ms.
-    assert!(slow <= 1, "{kind}: {slow} PINGs over {BOUND:?} (max {worst:?})");
+    assert!(
+        slow <= 1,
+        "{kind}: {slow} PINGs over {BOUND:?} (max {worst:?})"
+    );
 
     // The holder's connection closes: N releases.
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
