@@ -598,7 +598,7 @@ fn reentry_without_keepalive_keeps_the_tie(kind: Kind) {
     // From another connection of the same owner (a pool), with a short lease.
     let mut other = s.client();
     assert_eq!(
-        other.cmd(&["LOCK.ACQUIRE", "k", "o", "PX", "450"]),
+        other.cmd(&["LOCK.ACQUIRE", "k", "o", "PX", "600"]),
         Reply::Int(2)
     );
     assert_eq!(keepalive(&mut c, "k"), Some(1), "{kind}");
@@ -610,9 +610,9 @@ fn reentry_without_keepalive_keeps_the_tie(kind: Kind) {
         hi = hi.max(left);
         std::thread::sleep(Duration::from_millis(10));
     }
-    // Renewed by 450 ms (never back to the first 60 s), before a third left.
-    assert!(hi <= 450, "{kind}: PTTL up to {hi}");
-    assert!(lo > 150, "{kind}: PTTL down to {lo}");
+    // Renewed by 600 ms (never back to the first 60 s), before a third left.
+    assert!(hi <= 600, "{kind}: PTTL up to {hi}");
+    assert!(lo > 200, "{kind}: PTTL down to {lo}");
     assert_eq!(info(&mut c, "k").map_get("holds"), Some(&Reply::Int(2)));
     // The other connection closing does nothing; the tied one releases all.
     drop(other);
@@ -971,6 +971,73 @@ fn fresh_acquire_after_the_lock_vanished_is_not_tied(kind: Kind) {
     assert_eq!(owner_of(&mut c, "q").as_deref(), Some("o"), "{kind}");
 }
 
+/// REPLICAS: a renewal the replicas did not acknowledge is undone
+/// (NOREPLICAS "... the call was undone"), and its tie change with it: a
+/// RENEW KEEPALIVE must not leave the lock tied to the caller (whose
+/// closing would then release a lock it was told it did not re-tie), and an
+/// undone RENEW without KEEPALIVE must leave a tied lock tied.
+fn undone_renew_restores_the_tie(kind: Kind) {
+    let _m = shared();
+    let s = Server::start(kind);
+    let mut c = s.client();
+    // A replica that never acknowledges anything.
+    let mut fake = s.client();
+    fake.send(&["SYNC"]);
+    fake.read_sync_payload();
+    let mut a = s.client();
+    assert_eq!(
+        a.cmd(&["LOCK.ACQUIRE", "k", "o", "PX", "60000"]),
+        Reply::Int(1)
+    );
+    let mut b = s.client();
+    let r = b.cmd(&[
+        "LOCK.RENEW",
+        "k",
+        "o",
+        "PX",
+        "90000",
+        "KEEPALIVE",
+        "REPLICAS",
+        "1",
+        "100",
+    ]);
+    assert_eq!(r.err_code(), Some("NOREPLICAS"), "{kind}: {r:?}");
+    assert_eq!(
+        keepalive(&mut c, "k"),
+        Some(0),
+        "{kind}: an undone RENEW KEEPALIVE tied the lock"
+    );
+    drop(b);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        owner_of(&mut c, "k").as_deref(),
+        Some("o"),
+        "{kind}: released by an undone tie"
+    );
+
+    let mut t = s.client();
+    assert_eq!(
+        t.cmd(&["LOCK.ACQUIRE", "k2", "o", "PX", "60000", "KEEPALIVE"]),
+        Reply::Int(1)
+    );
+    let r = t.cmd(&[
+        "LOCK.RENEW",
+        "k2",
+        "o",
+        "PX",
+        "90000",
+        "REPLICAS",
+        "1",
+        "100",
+    ]);
+    assert_eq!(r.err_code(), Some("NOREPLICAS"), "{kind}: {r:?}");
+    assert_eq!(
+        keepalive(&mut c, "k2"),
+        Some(1),
+        "{kind}: an undone RENEW untied the lock"
+    );
+}
+
 // ---- many tied locks ----
 
 /// Round trips of PING back to back on a connection of its own, from now
@@ -1103,4 +1170,6 @@ per_kind!(
     disconnect_during_client_pause_is_handled_after_it,
     info_counters_track_ties,
     fresh_acquire_after_the_lock_vanished_is_not_tied,
+    #[ignore = "BUG: an undone (NOREPLICAS) LOCK.RENEW leaves its tie change in place"]
+    undone_renew_restores_the_tie,
 );
