@@ -570,6 +570,13 @@ fn b8_section(s: &mut String, r: &Results) {
     }
     let _ = writeln!(
         s,
+        "\nThe floor row is the same probe with nothing tied at all: round trips over {} there are this machine's \
+         (a virtual machine: its vCPUs are descheduled now and then, the kernel counts steal time, and interrupts preempt even real-time threads), not the module's. \
+         The module's renewal batches show in p99 and p99.9: about the scheduler's 1 ms budget per batch.",
+        fmt_duration(crate::workloads::b8::STALL)
+    );
+    let _ = writeln!(
+        s,
         "\n| per renewal | |\n|---|---:|\n| server CPU (quiet window: {} renewals/s, server {:.1} % of a core; nothing tied: {:.1} %) | {} µs ({} µs net) |\n| replication bytes | {} B |\n| locks still held after the tied windows | {} of {} |\n| all {} released after the close in | {} ({} released) |\n",
         fmt_count(o.tied_quiet.renewals_per_sec()),
         o.tied_quiet.cpu_share() * 100.0,
