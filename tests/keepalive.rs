@@ -161,12 +161,6 @@ impl CliHolder {
             .unwrap_or_else(|e| panic!("redis-cli did not answer {line:?}: {e}"))
     }
 
-    /// The client id of the process's connection.
-    #[track_caller]
-    fn id(&mut self) -> i64 {
-        self.cmd("CLIENT ID").parse().expect("CLIENT ID")
-    }
-
     /// SIGKILL: no chance to say goodbye. Returns when it is dead.
     fn kill9(&mut self) -> Instant {
         let at = Instant::now();

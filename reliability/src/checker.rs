@@ -589,10 +589,9 @@ pub fn tied_at_end(events: &[Event]) -> Vec<(String, Vec<u8>)> {
             (Op::Renew { key, owner, .. }, None) => {
                 tied.remove(&(key.clone(), owner.clone()));
             }
-            (Op::Release { key, owner }, Some((_, out))) => {
-                if !matches!(out, Outcome::Int(n) if *n > 0) {
-                    tied.remove(&(key.clone(), owner.clone()));
-                }
+            (Op::Release { key, owner }, Some((_, out))) if !matches!(out, Outcome::Int(n) if *n > 0) =>
+            {
+                tied.remove(&(key.clone(), owner.clone()));
             }
             _ => {}
         }

@@ -522,7 +522,7 @@ pub fn run(cfg: &Config) -> Outcomes {
             let keepalive_turn = cfg.keepalive_workers > 0 && kills % 2 == 1;
             // KEEPALIVE workers holding a tied lock, by their history and
             // by the server (LOCK.INFO: that owner, keepalive 1).
-            let holding: Vec<(usize, Vec<(String, Vec<u8>)>)> = (0..cfg.keepalive_workers)
+            let holding: Vec<(usize, Vec<TiedLock>)> = (0..cfg.keepalive_workers)
                 .map(|i| {
                     let held = tied_now(dir.path(), &slots[i])
                         .into_iter()
@@ -695,8 +695,11 @@ pub fn run(cfg: &Config) -> Outcomes {
     }
 }
 
+/// A lock tied to a worker's connection: (key, owner).
+type TiedLock = (String, Vec<u8>);
+
 /// The locks a worker holds tied to its connection, by its history so far.
-fn tied_now(dir: &Path, s: &Slot) -> Vec<(String, Vec<u8>)> {
+fn tied_now(dir: &Path, s: &Slot) -> Vec<TiedLock> {
     let path = dir.join(format!("w{}.{}.hist", s.id, s.incarnation));
     history::read(&path)
         .map(|events| checker::tied_at_end(&events))
