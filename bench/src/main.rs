@@ -9,6 +9,7 @@ use hashlock_bench::plan::{Mode, Plan, Workload};
 use hashlock_bench::report::{self, SVG_NAME};
 use hashlock_bench::run::{self, Options};
 use hashlock_bench::svg;
+use hashlock_bench::workloads::holder;
 use testkit::Kind;
 
 /// Load generator for hashlock: every lock variant against the same server
@@ -30,7 +31,7 @@ struct Args {
     /// without it.
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Only these workloads (comma-separated: b1,b2,b3,b4,b6,b8).
+    /// Only these workloads (comma-separated: b1,b2,b3,b4,b6,b7,b8,b9).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Do not pin the server and the client to CPUs.
@@ -38,7 +39,12 @@ struct Args {
     no_pin: bool,
 }
 
-fn main() -> Result<()> {
+fn main() -> Result<std::process::ExitCode> {
+    // B7's lock holders are this binary, run as a process of their own.
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some(holder::ARG) {
+        return Ok(holder::main(&argv[2..]));
+    }
     let args = Args::parse();
     let mode = if args.smoke {
         Mode::Smoke
@@ -55,7 +61,7 @@ fn main() -> Result<()> {
     for w in &args.only {
         match Workload::parse(w.trim()) {
             Some(w) => only.push(w),
-            None => bail!("--only: unknown workload {w:?} (b1, b2, b3, b4, b6, b8)"),
+            None => bail!("--only: unknown workload {w:?} (b1, b2, b3, b4, b6, b7, b8, b9)"),
         }
     }
     let opts = Options {
@@ -64,6 +70,7 @@ fn main() -> Result<()> {
         only,
         pin: !args.no_pin,
         progress: true,
+        holder_exe: std::env::current_exe().context("locating this binary")?,
     };
     let results = run::run(&opts)?;
 
@@ -93,5 +100,5 @@ fn main() -> Result<()> {
     if results.ran.len() == Workload::ALL.len() && !missing.is_empty() {
         bail!("rows missing from the report: {}", missing.join(", "));
     }
-    Ok(())
+    Ok(std::process::ExitCode::SUCCESS)
 }

@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use crate::workloads::b9::Config as B9Config;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
     Full,
@@ -30,17 +32,21 @@ pub enum Workload {
     B3,
     B4,
     B6,
+    B7,
     B8,
+    B9,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 6] = [
+    pub const ALL: [Workload; 8] = [
         Workload::B1,
         Workload::B2,
         Workload::B3,
         Workload::B4,
         Workload::B6,
+        Workload::B7,
         Workload::B8,
+        Workload::B9,
     ];
 
     pub fn parse(s: &str) -> Option<Workload> {
@@ -93,6 +99,14 @@ pub struct Plan {
     /// B8 token cost: keys per phase, rounds.
     pub b8_token_keys: usize,
     pub b8_token_rounds: usize,
+    /// B7: waiters per kill; kills of the KEEPALIVE holder; (lease, kills)
+    /// of the plain-lease holder and of the watchdog holder.
+    pub b7_waiters: usize,
+    pub b7_keepalive_kills: usize,
+    pub b7_lease: (Duration, usize),
+    pub b7_watchdog: (Duration, usize),
+    /// B9: tied locks, their lease, probe time per phase.
+    pub b9: crate::workloads::b9::Config,
 }
 
 impl Plan {
@@ -132,6 +146,15 @@ impl Plan {
                 b8_slice: ms(400),
                 b8_token_keys: 50_000,
                 b8_token_rounds: 4,
+                b7_waiters: 4,
+                b7_keepalive_kills: 300,
+                b7_lease: (ms(200), 60),
+                b7_watchdog: (ms(300), 40),
+                b9: B9Config {
+                    locks: 100_000,
+                    lease: ms(3000),
+                    window: Duration::from_secs(10),
+                },
             },
             Mode::Quick => Plan {
                 mode,
@@ -160,6 +183,15 @@ impl Plan {
                 b8_slice: ms(250),
                 b8_token_keys: 20_000,
                 b8_token_rounds: 2,
+                b7_waiters: 4,
+                b7_keepalive_kills: 60,
+                b7_lease: (ms(200), 15),
+                b7_watchdog: (ms(300), 10),
+                b9: B9Config {
+                    locks: 100_000,
+                    lease: ms(3000),
+                    window: Duration::from_secs(4),
+                },
             },
             Mode::Smoke => Plan {
                 mode,
@@ -188,6 +220,15 @@ impl Plan {
                 b8_slice: ms(80),
                 b8_token_keys: 500,
                 b8_token_rounds: 2,
+                b7_waiters: 2,
+                b7_keepalive_kills: 3,
+                b7_lease: (ms(200), 2),
+                b7_watchdog: (ms(300), 2),
+                b9: B9Config {
+                    locks: 2_000,
+                    lease: ms(600),
+                    window: ms(500),
+                },
             },
         }
     }

@@ -15,7 +15,7 @@ use crate::scripts;
 use crate::setup::{self, Pinning};
 use crate::workloads::contender::Waiter;
 use crate::workloads::pairs::Pairs;
-use crate::workloads::{b1, b2, b3, b4, b6, b8};
+use crate::workloads::{b1, b2, b3, b4, b6, b7, b8, b9};
 
 pub struct Options {
     pub plan: Plan,
@@ -24,6 +24,9 @@ pub struct Options {
     pub pin: bool,
     /// Draw a progress bar on stderr (when it is a terminal).
     pub progress: bool,
+    /// This benchmark's own binary: B7 runs its lock holders as
+    /// `<exe> __holder ...` processes.
+    pub holder_exe: std::path::PathBuf,
 }
 
 /// Where the numbers come from.
@@ -61,6 +64,8 @@ pub struct Results {
     pub b8_token: Option<b8::TokenCost>,
     /// Where B8's primary and replica ran.
     pub b8_setup: String,
+    pub b7: Vec<b7::Row>,
+    pub b9: Option<b9::Outcome>,
 }
 
 pub fn run(opts: &Options) -> Result<Results> {
@@ -106,6 +111,8 @@ pub fn run(opts: &Options) -> Result<Results> {
         b8: Vec::new(),
         b8_token: None,
         b8_setup: String::new(),
+        b7: Vec::new(),
+        b9: None,
     };
     rt.block_on(run_workloads(server.port, opts, &mut results))?;
     results.meta.took = t0.elapsed();
@@ -165,6 +172,8 @@ fn steps(plan: &Plan, ran: &[Workload]) -> u64 {
             Workload::B4 => plan.b4_leases.len() * Waiter::ALL.len(),
             Workload::B6 => 2,
             Workload::B8 => plan.b8_clients.len() * plan.b8_slices * b8::Variant::ALL.len() + 1,
+            Workload::B7 => 3,
+            Workload::B9 => 1,
         };
     }
     n as u64
@@ -291,6 +300,41 @@ async fn run_workloads(port: u16, opts: &Options, r: &mut Results) -> Result<()>
             Workload::B8 => {
                 progress.step("B8 starting a primary and a replica");
                 run_b8(port, &mut admin, opts, r, &progress).await?;
+            }
+            Workload::B7 => {
+                let variants = [
+                    (b7::Variant::Keepalive, plan.b7_keepalive_kills),
+                    (b7::Variant::Lease(plan.b7_lease.0), plan.b7_lease.1),
+                    (
+                        b7::Variant::Watchdog(plan.b7_watchdog.0),
+                        plan.b7_watchdog.1,
+                    ),
+                ];
+                for (i, (variant, kills)) in variants.into_iter().enumerate() {
+                    progress.step(&format!("B7 {} · {kills} kills", variant.label()));
+                    r.b7.push(
+                        b7::run(
+                            port,
+                            &opts.holder_exe,
+                            &mut admin,
+                            variant,
+                            plan.b7_waiters,
+                            kills,
+                            0xb7 + i as u64,
+                        )
+                        .await?,
+                    );
+                    progress.done();
+                }
+            }
+            Workload::B9 => {
+                progress.step(&format!(
+                    "B9 KEEPALIVE at scale · {} tied locks",
+                    plan.b9.locks
+                ));
+                let server_cpu = r.meta.pinning.cpus.map(|(server, _)| server);
+                r.b9 = Some(b9::run(opts.kind, server_cpu, &plan.b9)?);
+                progress.done();
             }
         }
         r.meta.workload_took.push((w, started.elapsed()));

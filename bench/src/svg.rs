@@ -22,7 +22,7 @@ const X_NINES: f64 = 4.0;
 
 fn color(w: Waiter) -> &'static str {
     match w {
-        Waiter::Hashlock => "#1f5fbf",
+        Waiter::Hashlock | Waiter::HashlockKeepalive => "#1f5fbf",
         Waiter::Redisson => "#d62728",
         Waiter::Poll(d) if d <= Duration::from_millis(1) => "#2ca02c",
         Waiter::Poll(_) => "#ff8c00",

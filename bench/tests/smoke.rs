@@ -16,6 +16,7 @@ fn smoke_benchmark_produces_every_row() {
         only: Vec::new(),
         pin: true,
         progress: false,
+        holder_exe: env!("CARGO_BIN_EXE_hashlock-bench").into(),
     };
     let results = match run::run(&opts) {
         Ok(r) => r,
@@ -37,6 +38,8 @@ fn smoke_benchmark_produces_every_row() {
         "## B6",
         "## B8",
         "### Fencing token cost",
+        "## B7",
+        "## B9",
     ] {
         assert!(md.contains(heading), "report lacks {heading:?}:\n{md}");
     }

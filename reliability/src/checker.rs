@@ -58,7 +58,14 @@ use crate::history::{Event, Op, Outcome, hex};
 pub struct Process<'a> {
     pub name: String,
     pub events: &'a [Event],
+    /// When the runner SIGKILLed it (same clock), if it did: a lock tied to
+    /// its connection (KEEPALIVE) is its until then, lease or not.
+    pub killed_at: Option<u64>,
 }
+
+/// The end of a window tied to its connection: none until the connection
+/// closes (a release, or the process's death).
+const TIED: u64 = u64::MAX;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Window {
@@ -132,6 +139,16 @@ pub enum Violation {
         unknown: u64,
         actual: i64,
     },
+    /// A SIGKILLed process's tied lock did not move on (to a waiter, or
+    /// free) within the bound after the kill.
+    NotMovedOn {
+        process: String,
+        key: String,
+        owner: Vec<u8>,
+        /// µs from the kill until it moved, None if it never did.
+        after_us: Option<u64>,
+        bound_us: u64,
+    },
 }
 
 impl fmt::Display for Violation {
@@ -170,6 +187,26 @@ impl fmt::Display for Violation {
                 f,
                 "COUNTER: {key}: {completed} completed sections (+{unknown} unknown), counter is {actual}"
             ),
+            Violation::NotMovedOn {
+                process,
+                key,
+                owner,
+                after_us,
+                bound_us,
+            } => match after_us {
+                Some(us) => write!(
+                    f,
+                    "NOT MOVED ON: {process} killed holding {key} (owner {}, tied): moved on only {:.1} ms later (bound {:.0} ms)",
+                    owner_text(owner),
+                    *us as f64 / 1e3,
+                    *bound_us as f64 / 1e3
+                ),
+                None => write!(
+                    f,
+                    "NOT MOVED ON: {process} killed holding {key} (owner {}, tied): still held when the runner gave up",
+                    owner_text(owner)
+                ),
+            },
         }
     }
 }
@@ -208,6 +245,7 @@ impl Verdict {
 #[derive(Clone)]
 struct Open {
     start: u64,
+    /// `TIED` while tied to the connection.
     end: u64,
     holds: i64,
     from_seq: u64,
@@ -392,6 +430,7 @@ fn check_process(
                 key,
                 owner,
                 lease_ms,
+                keepalive,
                 ..
             } => {
                 let lease_end = invoke + *lease_ms as u64 * 1_000_000;
@@ -454,7 +493,7 @@ fn check_process(
                         k,
                         Open {
                             start: ret,
-                            end: lease_end,
+                            end: if *keepalive { TIED } else { lease_end },
                             holds: 1,
                             from_seq: seq,
                         },
@@ -485,12 +524,18 @@ fn check_process(
                     });
                 }
                 o.holds = holds;
+                // A re-entry without KEEPALIVE keeps a tie; with it, ties.
+                let tied = *keepalive || o.end == TIED;
                 extend(&mut open, windows, p, &k, invoke, ret, lease_end);
+                if tied {
+                    open.get_mut(&k).expect("extended").end = TIED;
+                }
             }
             Op::Renew {
                 key,
                 owner,
                 lease_ms,
+                keepalive,
             } => {
                 let k = (key.clone(), owner.clone());
                 let lease_end = invoke + *lease_ms as u64 * 1_000_000;
@@ -510,7 +555,12 @@ fn check_process(
                             });
                             continue;
                         }
+                        // With KEEPALIVE it is tied; without, a plain lease
+                        // from this call on.
                         extend(&mut open, windows, p, &k, invoke, ret, lease_end);
+                        if *keepalive {
+                            open.get_mut(&k).expect("extended").end = TIED;
+                        }
                     }
                     Outcome::Int(0) => {
                         if let Some(o) = open.get(&k).filter(|o| ret < o.end) {
@@ -621,10 +671,24 @@ fn check_process(
         }
     }
     // The end of a history (clean exit or SIGKILL) releases nothing: the
-    // lock stays held until its lease ends.
+    // lock stays held until its lease ends. A tied one is released by the
+    // connection closing: its window ends at the kill (or, without one, at
+    // the last thing the process did: less to check, never a false overlap).
+    let last = p
+        .events
+        .last()
+        .map_or(0, |e| e.ret.as_ref().map_or(e.invoke, |(t, _)| *t));
     let rest: Vec<(String, Vec<u8>)> = open.keys().cloned().collect();
     for (key, owner) in rest {
-        close(&mut open, windows, &key, &owner, u64::MAX);
+        let tied = open
+            .get(&(key.clone(), owner.clone()))
+            .is_some_and(|o| o.end == TIED);
+        let at = if tied {
+            p.killed_at.unwrap_or(last)
+        } else {
+            u64::MAX
+        };
+        close(&mut open, windows, &key, &owner, at);
     }
 }
 
@@ -649,6 +713,100 @@ fn is_no_grant(text: &str) -> bool {
     ["NOREPLICAS", "UNBLOCKED", "READONLY"]
         .iter()
         .any(|code| text.starts_with(code))
+}
+
+/// The locks a process holds tied to its connection when its history ends
+/// (it was killed), by its own account: (key, owner). Left out: a RENEW
+/// without KEEPALIVE in flight (it may have untied the lock, which then
+/// waits for its lease), and acquires still in flight (mostly waiters).
+pub fn tied_at_end(events: &[Event]) -> Vec<(String, Vec<u8>)> {
+    let mut tied: BTreeMap<(String, Vec<u8>), bool> = BTreeMap::new();
+    for e in events {
+        match (&e.op, &e.ret) {
+            (
+                Op::Acquire {
+                    key,
+                    owner,
+                    keepalive,
+                    ..
+                },
+                Some((_, out)),
+            ) => {
+                let (owner, holds) = match out {
+                    Outcome::Int(n) if *n >= 1 => (owner.clone(), *n),
+                    Outcome::Bulk(uuid) => (uuid.clone(), 1),
+                    _ => {
+                        tied.remove(&(key.clone(), owner.clone()));
+                        continue;
+                    }
+                };
+                let k = (key.clone(), owner);
+                let was = holds > 1 && tied.get(&k).copied().unwrap_or(false);
+                tied.insert(k, *keepalive || was);
+            }
+            (
+                Op::Renew {
+                    key,
+                    owner,
+                    keepalive,
+                    ..
+                },
+                Some((_, out)),
+            ) => {
+                let k = (key.clone(), owner.clone());
+                if *out == Outcome::Int(1) {
+                    tied.insert(k, *keepalive);
+                } else {
+                    tied.remove(&k);
+                }
+            }
+            (Op::Renew { key, owner, .. }, None) => {
+                tied.remove(&(key.clone(), owner.clone()));
+            }
+            (Op::Release { key, owner }, Some((_, out))) if !matches!(out, Outcome::Int(n) if *n > 0) =>
+            {
+                tied.remove(&(key.clone(), owner.clone()));
+            }
+            _ => {}
+        }
+    }
+    tied.into_iter()
+        .filter(|(_, t)| *t)
+        .map(|(k, _)| k)
+        .collect()
+}
+
+/// A killed process's tied lock, as the runner watched it move on.
+#[derive(Clone, Debug)]
+pub struct Handover {
+    pub process: String,
+    pub key: String,
+    pub owner: Vec<u8>,
+    pub killed_at: u64,
+    /// When LOCK.INFO first showed another owner or no lock.
+    pub moved_at: Option<u64>,
+}
+
+impl Handover {
+    pub fn after_ms(&self) -> Option<f64> {
+        self.moved_at
+            .map(|m| m.saturating_sub(self.killed_at) as f64 / 1e6)
+    }
+}
+
+/// Every killed holder's tied lock must have moved on within `bound_ms`.
+pub fn check_handovers(handovers: &[Handover], bound_ms: f64) -> Vec<Violation> {
+    handovers
+        .iter()
+        .filter(|h| h.after_ms().is_none_or(|ms| ms > bound_ms))
+        .map(|h| Violation::NotMovedOn {
+            process: h.process.clone(),
+            key: h.key.clone(),
+            owner: h.owner.clone(),
+            after_us: h.moved_at.map(|m| m.saturating_sub(h.killed_at) / 1_000),
+            bound_us: (bound_ms * 1e3) as u64,
+        })
+        .collect()
 }
 
 /// A renew or re-entry confirmed at `invoke`: the window now ends at
@@ -726,6 +884,7 @@ mod tests {
                 owner: owner.as_bytes().to_vec(),
                 lease_ms: lease,
                 block_ms: None,
+                keepalive: false,
             },
             at * MS,
             Some((ret * MS, out)),
@@ -757,6 +916,7 @@ mod tests {
                 key: key.into(),
                 owner: owner.as_bytes().to_vec(),
                 lease_ms: lease,
+                keepalive: false,
             },
             at * MS,
             Some((ret * MS, out)),
@@ -799,10 +959,34 @@ mod tests {
             .map(|(i, h)| Process {
                 name: format!("p{i}"),
                 events: h,
+                killed_at: None,
             })
             .collect();
         let counters = counters.iter().map(|(k, v)| (k.to_string(), *v)).collect();
         check(&procs, &counters)
+    }
+
+    /// Like `run`, with kill times (ms) per process.
+    fn run_killed(histories: &[(Vec<Event>, Option<u64>)]) -> Verdict {
+        let procs: Vec<Process<'_>> = histories
+            .iter()
+            .enumerate()
+            .map(|(i, (h, killed))| Process {
+                name: format!("p{i}"),
+                events: h,
+                killed_at: killed.map(|ms| ms * MS),
+            })
+            .collect();
+        check(&procs, &HashMap::new())
+    }
+
+    /// Marks an ACQUIRE or RENEW event as KEEPALIVE.
+    fn tied(mut e: Event) -> Event {
+        match &mut e.op {
+            Op::Acquire { keepalive, .. } | Op::Renew { keepalive, .. } => *keepalive = true,
+            _ => panic!("not an acquire or renew"),
+        }
+        e
     }
 
     fn kinds(v: &Verdict) -> Vec<&'static str> {
@@ -816,8 +1000,119 @@ mod tests {
                 Violation::Unexpected { .. } => "unexpected",
                 Violation::Hung { .. } => "hung",
                 Violation::Counter { .. } => "counter",
+                Violation::NotMovedOn { .. } => "not moved on",
             })
             .collect()
+    }
+
+    #[test]
+    fn a_tied_window_lasts_until_the_kill_not_the_lease() {
+        // a: KEEPALIVE, lease 100, killed at 1000.
+        let a = vec![tied(acq(0, "k", "a", 100, 0, 1, Outcome::Int(1)))];
+        let b_early = vec![acq(0, "k", "b", 1000, 400, 500, Outcome::Int(1))];
+        assert_eq!(
+            kinds(&run_killed(&[(a.clone(), Some(1000)), (b_early, None)])),
+            ["overlap"]
+        );
+        let b_after = vec![acq(0, "k", "b", 1000, 400, 1001, Outcome::Int(1))];
+        assert!(run_killed(&[(a.clone(), Some(1000)), (b_after, None)]).ok());
+        // Without KEEPALIVE the same history is fine: the lease ended at 100.
+        let plain = vec![acq(0, "k", "a", 100, 0, 1, Outcome::Int(1))];
+        let b_early = vec![acq(0, "k", "b", 1000, 400, 500, Outcome::Int(1))];
+        assert!(run_killed(&[(plain, Some(1000)), (b_early, None)]).ok());
+        // A tied lock refused while tied is lost early, whatever the lease.
+        let a = vec![
+            tied(acq(0, "k", "a", 100, 0, 1, Outcome::Int(1))),
+            renew(1, "k", "a", 100, 700, 701, Outcome::Int(0)),
+        ];
+        assert_eq!(kinds(&run_killed(&[(a, Some(1000))])), ["lost"]);
+    }
+
+    #[test]
+    fn reentry_keeps_the_tie_and_renew_without_keepalive_unties() {
+        let a = vec![
+            tied(acq(0, "k", "a", 100, 0, 1, Outcome::Int(1))),
+            acq(1, "k", "a", 100, 10, 11, Outcome::Int(2)),
+        ];
+        let b = vec![acq(0, "k", "b", 1000, 400, 500, Outcome::Int(1))];
+        assert_eq!(
+            kinds(&run_killed(&[(a, Some(1000)), (b.clone(), None)])),
+            ["overlap"]
+        );
+        // RENEW without KEEPALIVE at 200: a plain lease to 300.
+        let a = vec![
+            tied(acq(0, "k", "a", 100, 0, 1, Outcome::Int(1))),
+            renew(1, "k", "a", 100, 200, 201, Outcome::Int(1)),
+        ];
+        assert!(run_killed(&[(a.clone(), Some(1000)), (b, None)]).ok());
+        let b = vec![acq(0, "k", "b", 100, 250, 290, Outcome::Int(1))];
+        assert_eq!(
+            kinds(&run_killed(&[(a.clone(), Some(1000)), (b, None)])),
+            ["overlap"]
+        );
+        // RENEW KEEPALIVE ties again.
+        let mut a = a;
+        a.push(tied(renew(2, "k", "a", 100, 250, 251, Outcome::Int(1))));
+        let b = vec![acq(0, "k", "b", 1000, 400, 500, Outcome::Int(1))];
+        assert_eq!(
+            kinds(&run_killed(&[(a, Some(1000)), (b, None)])),
+            ["overlap"]
+        );
+    }
+
+    #[test]
+    fn tied_at_end_follows_the_ties() {
+        let h = vec![
+            tied(acq(0, "a", "w", 100, 0, 1, Outcome::Int(1))),
+            acq(1, "a", "w", 100, 2, 3, Outcome::Int(2)),
+            tied(acq(2, "b", "w", 100, 4, 5, Outcome::Int(1))),
+            rel(3, "b", "w", 6, Some((7, Outcome::Int(0)))),
+            tied(acq(4, "c", "w", 100, 8, 9, Outcome::Int(1))),
+            renew(5, "c", "w", 100, 10, 11, Outcome::Int(1)),
+            acq(6, "d", "w", 100, 12, 13, Outcome::Int(1)),
+            tied(acq(
+                7,
+                "e",
+                "*",
+                100,
+                14,
+                15,
+                Outcome::Bulk(b"u-1".to_vec()),
+            )),
+            Event::new(
+                8,
+                Op::Acquire {
+                    key: "f".into(),
+                    owner: b"w".to_vec(),
+                    lease_ms: 100,
+                    block_ms: Some(0),
+                    keepalive: true,
+                },
+                16,
+                None,
+            ),
+        ];
+        assert_eq!(
+            tied_at_end(&h),
+            vec![
+                ("a".to_string(), b"w".to_vec()),
+                ("e".to_string(), b"u-1".to_vec()),
+            ]
+        );
+    }
+
+    #[test]
+    fn handovers_must_be_prompt() {
+        let h = |moved: Option<u64>| Handover {
+            process: "w1.0".into(),
+            key: "k".into(),
+            owner: b"w1.0".to_vec(),
+            killed_at: 1000 * MS,
+            moved_at: moved.map(|m| m * MS),
+        };
+        assert!(check_handovers(&[h(Some(1003))], 400.0).is_empty());
+        assert_eq!(check_handovers(&[h(Some(1500))], 400.0).len(), 1);
+        assert_eq!(check_handovers(&[h(None)], 400.0).len(), 1);
     }
 
     #[test]

@@ -33,6 +33,8 @@ pub enum Op {
         owner: Vec<u8>,
         lease_ms: i64,
         block_ms: Option<i64>,
+        /// `KEEPALIVE`: tie the lock to the connection.
+        keepalive: bool,
     },
     Release {
         key: String,
@@ -42,6 +44,8 @@ pub enum Op {
         key: String,
         owner: Vec<u8>,
         lease_ms: i64,
+        /// `KEEPALIVE` (re-tie); without it a RENEW unties.
+        keepalive: bool,
     },
     /// Reads the counter protected by the lock `key`.
     Get {
@@ -133,17 +137,24 @@ impl Writer {
                 owner,
                 lease_ms,
                 block_ms,
+                keepalive,
             } => format!(
-                "ACQ {key} {} {lease_ms} {}",
+                "ACQ {key} {} {lease_ms} {}{}",
                 hex(owner),
-                block_ms.unwrap_or(-1)
+                block_ms.unwrap_or(-1),
+                if *keepalive { " K" } else { "" }
             ),
             Op::Release { key, owner } => format!("REL {key} {}", hex(owner)),
             Op::Renew {
                 key,
                 owner,
                 lease_ms,
-            } => format!("RENEW {key} {} {lease_ms}", hex(owner)),
+                keepalive,
+            } => format!(
+                "RENEW {key} {} {lease_ms}{}",
+                hex(owner),
+                if *keepalive { " K" } else { "" }
+            ),
             Op::Get { key } => format!("GET {key}"),
             Op::Set { key, value } => format!("SET {key} {value}"),
             Op::Wait { key } => format!("WAIT {key}"),
@@ -212,7 +223,12 @@ pub fn parse(text: &str) -> Result<Vec<Event>, String> {
 }
 
 fn parse_op(s: &str) -> Option<Op> {
-    let f: Vec<&str> = s.split(' ').collect();
+    let mut f: Vec<&str> = s.split(' ').collect();
+    // A trailing `K`: KEEPALIVE.
+    let keepalive = f.len() > 1 && f.last() == Some(&"K");
+    if keepalive {
+        f.pop();
+    }
     Some(match f[..] {
         ["ACQ", key, owner, lease, block] => Op::Acquire {
             key: key.to_string(),
@@ -222,6 +238,7 @@ fn parse_op(s: &str) -> Option<Op> {
                 -1 => None,
                 ms => Some(ms),
             },
+            keepalive,
         },
         ["REL", key, owner] => Op::Release {
             key: key.to_string(),
@@ -231,6 +248,7 @@ fn parse_op(s: &str) -> Option<Op> {
             key: key.to_string(),
             owner: unhex(owner)?,
             lease_ms: lease.parse().ok()?,
+            keepalive,
         },
         ["GET", key] => Op::Get {
             key: key.to_string(),
@@ -273,7 +291,25 @@ mod tests {
             owner: b"w\0\xff".to_vec(),
             lease_ms: 120,
             block_ms: Some(0),
+            keepalive: false,
         };
+        let tied = Op::Acquire {
+            key: "lk1".into(),
+            owner: b"w".to_vec(),
+            lease_ms: 900,
+            block_ms: None,
+            keepalive: true,
+        };
+        let retie = Op::Renew {
+            key: "lk1".into(),
+            owner: b"w".to_vec(),
+            lease_ms: 900,
+            keepalive: true,
+        };
+        let s = w.invoke(&tied, 1);
+        w.returned(s, 2, &Outcome::Int(1));
+        let s = w.invoke(&retie, 3);
+        w.returned(s, 4, &Outcome::Int(1));
         let s = w.invoke(&acq, 10);
         w.returned(s, 20, &Outcome::Int(1));
         let s = w.invoke(
@@ -299,20 +335,28 @@ mod tests {
             .append(true)
             .open(&path)
             .unwrap()
-            .write_all(b"R 3 5")
+            .write_all(b"R 5 5")
             .unwrap();
         let events = read(&path).unwrap();
-        assert_eq!(events.len(), 4);
+        assert_eq!(events.len(), 6);
         assert_eq!(
             events[0],
-            Event::new(0, acq, 10, Some((20, Outcome::Int(1))))
+            Event::new(0, tied, 1, Some((2, Outcome::Int(1))))
         );
-        assert_eq!(events[1].ret, Some((31, Outcome::Err("ERR x y".into()))));
-        assert_eq!(events[2].op, Op::Wait { key: "lk0".into() });
         assert_eq!(
-            events[2].ret,
+            events[1],
+            Event::new(1, retie, 3, Some((4, Outcome::Int(1))))
+        );
+        assert_eq!(
+            events[2],
+            Event::new(2, acq, 10, Some((20, Outcome::Int(1))))
+        );
+        assert_eq!(events[3].ret, Some((31, Outcome::Err("ERR x y".into()))));
+        assert_eq!(events[4].op, Op::Wait { key: "lk0".into() });
+        assert_eq!(
+            events[4].ret,
             Some((33, Outcome::Hung("no reply in 1.5 s".into())))
         );
-        assert_eq!(events[3].ret, None);
+        assert_eq!(events[5].ret, None);
     }
 }

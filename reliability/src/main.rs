@@ -46,6 +46,7 @@ fn main() -> ExitCode {
             churn::worker(churn::WorkerArgs {
                 port: flags.num("port") as u16,
                 resp3: flags.num("resp") == 3,
+                keepalive: flags.num("keepalive") == 1,
                 seed: flags.num("seed"),
                 id: flags.num("id") as usize,
                 incarnation: flags.num("incarnation") as u32,

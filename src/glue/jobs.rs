@@ -14,6 +14,11 @@ use crate::glue::waiting::{acks, handoff, queues, ties};
 /// How often to look again while writes are paused.
 const PAUSE_RETRY_MS: i64 = 5;
 
+/// A closed connection's tied locks are released a few at a time, while the
+/// scheduler's batch has time left; the rest follow in its next batches, so
+/// that a connection with 100,000 ties does not stall the server.
+const CLOSED_CHUNK: usize = 8;
+
 pub fn run(ctx: Ctx, job: Job) {
     // A BLOCK timeout writes nothing: it is answered even on a replica or
     // during a pause.
@@ -45,11 +50,19 @@ pub fn run(ctx: Ctx, job: Job) {
             handoff::serve_key(ctx, &qk);
         }
         Job::Renew(qk) => handoff::renew_tied(ctx, &qk),
-        Job::Closed(client) => {
-            for (qk, owner) in ties::closed(client) {
+        Job::Closed(client) => loop {
+            let (locks, more) = ties::closed(client, CLOSED_CHUNK);
+            for (qk, owner) in locks {
                 handoff::release_tied(ctx, &qk, &owner);
             }
-        }
+            if !more {
+                break;
+            }
+            if scheduler::time_left().is_zero() {
+                scheduler::soon(ctx, Job::Closed(client));
+                break;
+            }
+        },
         Job::TakeBack(qk, owner) => handoff::take_back(ctx, &qk, &owner),
         Job::Restore(qk, owner, deadline) => handoff::restore(ctx, &qk, &owner, deadline),
         Job::AckTimeout(id) => {

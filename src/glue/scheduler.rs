@@ -69,6 +69,8 @@ struct Scheduler {
     armed: Option<(Timer<()>, Millis)>,
     /// Inside `fire`: arming waits until the batch is done.
     running: bool,
+    /// When the batch being run started.
+    batch_started: Option<Instant>,
     run: Option<fn(Ctx, Job)>,
 }
 
@@ -110,6 +112,15 @@ pub fn cancel(id: JobId) -> Option<Job> {
     with(|s| s.jobs.remove(&id))
 }
 
+/// What is left of the running batch's budget (zero outside a batch): a job
+/// with much to do (a closed connection's tied locks) does a part and
+/// schedules the rest, instead of stretching the batch.
+pub fn time_left() -> Duration {
+    with(|s| s.batch_started).map_or(Duration::ZERO, |started| {
+        BUDGET.saturating_sub(started.elapsed())
+    })
+}
+
 /// Jobs waiting (the module must not unload while there are any).
 pub fn pending() -> usize {
     with(|s| s.jobs.len())
@@ -146,6 +157,7 @@ fn fire(ctx: Ctx, (): ()) {
         (s.run, s.seq)
     });
     let started = Instant::now();
+    with(|s| s.batch_started = Some(started));
     while started.elapsed() < BUDGET {
         let now = ctx.now();
         let job = with(|s| {
@@ -162,6 +174,9 @@ fn fire(ctx: Ctx, (): ()) {
             super::runtime::firewall::callback((), || run(ctx, job));
         }
     }
-    with(|s| s.running = false);
+    with(|s| {
+        s.running = false;
+        s.batch_started = None;
+    });
     arm(ctx);
 }

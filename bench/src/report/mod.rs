@@ -192,8 +192,14 @@ pub fn markdown(r: &Results, svg_name: Option<&str>) -> String {
     if r.ran.contains(&Workload::B6) {
         b6_section(&mut s, r);
     }
+    if r.ran.contains(&Workload::B7) {
+        b7_section(&mut s, r);
+    }
     if r.ran.contains(&Workload::B8) {
         b8_section(&mut s, r);
+    }
+    if r.ran.contains(&Workload::B9) {
+        b9_section(&mut s, r);
     }
     notes(&mut s);
     s
@@ -557,6 +563,114 @@ fn b8_section(s: &mut String, r: &Results) {
     s.push('\n');
 }
 
+fn b7_section(s: &mut String, r: &Results) {
+    let _ = writeln!(
+        s,
+        "## B7 — holder process killed (SIGKILL)\n\nThe holder is a process of its own (`hashlock-bench __holder`) that takes the lock and is killed with SIGKILL \
+         while {} clients wait on their own connections. Delay = the kill (just before `kill(2)`) → the first waiter's acquisition returns, client side. \
+         KEEPALIVE: the server releases the lock when the dead process's connection closes and hands it to the head of the queue. \
+         Plain lease: the waiters are handed the lock at its deadline; the holder dies at a uniformly random moment of its lease. \
+         Redisson-style watchdog: the holder renews its lease every third of it from inside the process (the renewals die with it); \
+         the waiters wait Redisson's way (EVAL + pub/sub, sleeping up to the PTTL: no unlock message ever comes from a dead holder). \
+         It is measured with a short lease; with Redisson's default watchdog (30 s lease renewed every 10 s) the wait is the rest of the lease, 20–30 s.\n",
+        r.plan.b7_waiters
+    );
+    let _ = writeln!(
+        s,
+        "| holder | kills | kill → grant p50 | p99 | max | granted before the kill |\n|---|---:|---:|---:|---:|---:|"
+    );
+    for row in &r.b7 {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} |",
+            row.variant.label(),
+            row.delay.len() + row.early,
+            fmt_duration(quantile(&row.delay, 0.5)),
+            fmt_duration(quantile(&row.delay, 0.99)),
+            fmt_duration(max(&row.delay)),
+            row.early
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\n\"Granted before the kill\": for KEEPALIVE a double grant (must be 0); for a plain lease it can only mean the lease ran out before a late kill (the machine delayed the killer).\n"
+    );
+}
+
+fn b9_section(s: &mut String, r: &Results) {
+    let Some(o) = &r.b9 else { return };
+    let c = &o.config;
+    let _ = writeln!(
+        s,
+        "## B9 — KEEPALIVE at scale\n\n{} locks tied to one connection with a {} lease: the server renews each every {} \
+         ({} renewals/s expected). A probe sends PING back to back on its own connection and times every round trip, \
+         on a server of its own (pinned like the others) with a replica link (a fake replica reading the stream): \
+         first with nothing tied (the floor: this machine's own noise), then with every lock tied (after one lease, in steady state), \
+         then while the connection holding them all closes (every lock released). \
+         CPU per renewal = server `used_cpu_user + used_cpu_sys` delta ÷ `lock_keepalive_renewed` delta over the tied window \
+         (\"net\": minus the idle server's CPU over the same time), both over windows without the probe; bytes per renewal = `master_repl_offset` delta ÷ renewals. \
+         Tying them took {} (pipelined). Priority: {}.\n",
+        fmt_count(c.locks as f64),
+        fmt_duration(c.lease),
+        fmt_duration(c.lease / 3),
+        fmt_count(c.locks as f64 * 3.0 / c.lease.as_secs_f64()),
+        fmt_duration(o.tie_took),
+        match &o.realtime {
+            Ok(()) => "server and probe at real-time priority (SCHED_FIFO 10), so that other processes on this shared machine do not pass for server stalls".to_string(),
+            Err(why) => format!("normal (real-time priority refused: {why}); other processes' time slices show up in the round trips"),
+        }
+    );
+    let _ = writeln!(
+        s,
+        "| phase | time | PINGs | round trip p50 | p99 | p99.9 | max | round trips > {} | renewals/s | server CPU |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        fmt_duration(crate::workloads::b9::STALL)
+    );
+    for (name, p) in [
+        ("nothing tied (floor)", &o.idle),
+        ("all tied, renewing", &o.tied),
+        ("holder's connection closes", &o.closing),
+    ] {
+        let Some(probe) = &p.probe else { continue };
+        let h = &probe.rtt;
+        let _ = writeln!(
+            s,
+            "| {name} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} % |",
+            fmt_duration(p.elapsed),
+            fmt_count(h.len() as f64),
+            fmt_duration(quantile(h, 0.5)),
+            fmt_duration(quantile(h, 0.99)),
+            fmt_duration(quantile(h, 0.999)),
+            fmt_duration(max(h)),
+            probe.over_stall,
+            fmt_count(p.renewals_per_sec()),
+            p.cpu_share() * 100.0
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\nThe floor row is the same probe with nothing tied at all: round trips over {} there are this machine's \
+         (a virtual machine: its vCPUs are descheduled now and then, the kernel counts steal time, and interrupts preempt even real-time threads), not the module's. \
+         The module's renewal batches show in p99 and p99.9: about the scheduler's 1 ms budget per batch.",
+        fmt_duration(crate::workloads::b9::STALL)
+    );
+    let _ = writeln!(
+        s,
+        "\n| per renewal | |\n|---|---:|\n| server CPU (quiet window: {} renewals/s, server {:.1} % of a core; nothing tied: {:.1} %) | {} µs ({} µs net) |\n| replication bytes | {} B |\n| locks still held after the tied windows | {} of {} |\n| all {} released after the close in | {} ({} released) |\n",
+        fmt_count(o.tied_quiet.renewals_per_sec()),
+        o.tied_quiet.cpu_share() * 100.0,
+        o.idle_quiet.cpu_share() * 100.0,
+        fmt_us(o.us_per_renewal()),
+        fmt_us(o.us_per_renewal_net()),
+        o.bytes_per_renewal()
+            .map_or("—".into(), |b| format!("{b:.1}")),
+        fmt_count(o.held_after as f64),
+        fmt_count(c.locks as f64),
+        fmt_count(c.locks as f64),
+        fmt_duration(o.release_took),
+        fmt_count(o.released as f64)
+    );
+}
+
 fn notes(s: &mut String) {
     let _ = writeln!(
         s,
@@ -634,6 +748,15 @@ pub fn missing_rows(r: &Results) -> Vec<String> {
     }
     if r.b8_token.as_ref().and_then(|t| t.ratio()).is_none() {
         missing.push("B8 token cost".into());
+    }
+    if r.b7.len() != 3 || r.b7.iter().any(|x| x.delay.is_empty()) {
+        missing.push("B7".into());
+    }
+    match &r.b9 {
+        Some(o)
+            if o.tied_quiet.renewed > 0
+                && o.tied.probe.as_ref().is_some_and(|p| !p.rtt.is_empty()) => {}
+        _ => missing.push("B9".into()),
     }
     if p.mode == Mode::Smoke && targets(r).iter().any(|t| t.verdict == Verdict::NotRun) {
         missing.push("a target could not be evaluated".into());

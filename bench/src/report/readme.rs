@@ -127,6 +127,23 @@ pub fn readme_section(r: &Results) -> String {
             fmt_duration(quantile(&e.delay, 0.99))
         );
     }
+    let b7 = |f: fn(&crate::workloads::b7::Variant) -> bool| r.b7.iter().find(|x| f(&x.variant));
+    if let (Some(k), Some(w)) = (
+        b7(|v| matches!(v, crate::workloads::b7::Variant::Keepalive)),
+        b7(|v| matches!(v, crate::workloads::b7::Variant::Watchdog(_))),
+    ) {
+        let lease = match w.variant {
+            crate::workloads::b7::Variant::Watchdog(l) => l,
+            _ => Duration::ZERO,
+        };
+        let _ = writeln!(
+            s,
+            "| holder process killed (SIGKILL): kill → next holder, p99 (hashlock KEEPALIVE; Redisson-style watchdog with a {} lease ², Redisson's default 30 s makes it 20–30 s) | {} | {} | |",
+            fmt_duration(lease),
+            fmt_duration(quantile(&k.delay, 0.99)),
+            fmt_duration(quantile(&w.delay, 0.99))
+        );
+    }
     if let Some(o) = &r.b6 {
         let f = |w: Writer| {
             o.fills
@@ -145,9 +162,10 @@ pub fn readme_section(r: &Results) -> String {
     let _ = writeln!(
         s,
         "\n¹ Redisson-style client: acquire script via EVAL, then SUBSCRIBE and wait for the unlock message or the returned PTTL, as RedissonLock.lock() does.\n\n\
+         ² The watchdog renews the lease every third of it from inside the holder process; a killed holder's lock waits out the rest of the lease.\n\n\
          Reproduce: `make bench` (under 10 minutes on 2 cores; `make bench-quick` takes about a minute). \
          It builds the module, starts its own `redis-server` with it, pins the server and the client to different cores when it can, \
-         and writes every table (B1–B6, with all variants and targets) to `docs/BENCHMARKS.md` and the wait-time chart to `docs/{SVG_NAME}`. \
+         and writes every table (B1–B8, with all variants and targets) to `docs/BENCHMARKS.md` and the wait-time chart to `docs/{SVG_NAME}`. \
          `VALKEY_SERVER=/path/to/valkey-server cargo run --release -p hashlock-bench -- --server valkey` runs the same against Valkey."
     );
     s

@@ -301,6 +301,57 @@ pub fn targets(r: &Results) -> Vec<Target> {
         goal: "≤ 1.30×".into(),
         verdict: verdict(x.map(|x| x <= 1.3)),
     });
+
+    // B7: a killed KEEPALIVE holder's lock moves on in milliseconds.
+    let row =
+        r.b7.iter()
+            .find(|x| x.variant == crate::workloads::b7::Variant::Keepalive);
+    t.push(Target {
+        workload: "B7",
+        what: "holder process SIGKILLed → next waiter's grant p99 (hashlock KEEPALIVE)".into(),
+        measured: row.map_or("—".into(), |x| {
+            format!(
+                "{}{}",
+                fmt_duration(quantile(&x.delay, 0.99)),
+                if x.early > 0 {
+                    format!(", {} DOUBLE GRANTS", x.early)
+                } else {
+                    String::new()
+                }
+            )
+        }),
+        goal: "≤ 5 ms".into(),
+        verdict: verdict(
+            row.map(|x| x.early == 0 && quantile(&x.delay, 0.99) <= Duration::from_millis(5)),
+        ),
+    });
+
+    // B9: many tied locks do not stall the server.
+    let b9 = r.b9.as_ref();
+    t.push(Target {
+        workload: "B9",
+        what: "100,000 tied locks renewing: longest PING round trip (event-loop stall)".into(),
+        measured: b9.map_or("—".into(), |o| {
+            let worst = |p: &crate::workloads::b9::Phase| {
+                p.probe.as_ref().map_or(Duration::ZERO, |p| max(&p.rtt))
+            };
+            format!(
+                "{} renewing, {} closing ({} locks; floor with nothing tied {})",
+                fmt_duration(worst(&o.tied)),
+                fmt_duration(worst(&o.closing)),
+                fmt_count(o.config.locks as f64),
+                fmt_duration(worst(&o.idle))
+            )
+        }),
+        goal: "≤ 2 ms".into(),
+        verdict: verdict(b9.map(|o| {
+            [&o.tied, &o.closing].iter().all(|p| {
+                p.probe
+                    .as_ref()
+                    .is_some_and(|p| max(&p.rtt) <= crate::workloads::b9::STALL)
+            })
+        })),
+    });
     t
 }
 

@@ -22,6 +22,9 @@ pub enum Waiter {
     /// `LOCK.ACQUIRE key owner PX lease BLOCK ms`: queued server-side, handed
     /// the lock on release (or at the holder's lease deadline).
     Hashlock,
+    /// The same with KEEPALIVE (the recommended pattern): tied to the
+    /// connection from its grant. Used by B7 only (not in `ALL`).
+    HashlockKeepalive,
     /// Redisson's RedissonLock.lock(): acquire script; on failure SUBSCRIBE
     /// to the lock's channel, then retry / wait for the unlock message or the
     /// returned PTTL / retry; UNSUBSCRIBE once acquired. Scripts go as EVAL
@@ -43,6 +46,7 @@ impl Waiter {
     pub fn label(self) -> String {
         match self {
             Waiter::Hashlock => "hashlock BLOCK".into(),
+            Waiter::HashlockKeepalive => "hashlock KEEPALIVE BLOCK".into(),
             Waiter::Redisson => "Redisson-style (EVAL + pub/sub)".into(),
             Waiter::Poll(d) => format!("poll SET NX PX / {} ms", d.as_millis()),
         }
@@ -52,6 +56,7 @@ impl Waiter {
     pub fn slug(self) -> String {
         match self {
             Waiter::Hashlock => "hashlock".into(),
+            Waiter::HashlockKeepalive => "keepalive".into(),
             Waiter::Redisson => "redisson".into(),
             Waiter::Poll(d) => format!("poll{}ms", d.as_millis()),
         }
@@ -115,14 +120,16 @@ impl Contender {
     pub async fn lock(&mut self) -> Result<u64> {
         let started = Instant::now();
         match self.waiter {
-            Waiter::Hashlock => {
+            Waiter::Hashlock | Waiter::HashlockKeepalive => {
                 let mut c = redis::cmd("LOCK.ACQUIRE");
                 c.arg(&self.key)
                     .arg(&self.owner)
                     .arg("PX")
-                    .arg(&self.lease_ms)
-                    .arg("BLOCK")
-                    .arg(MAX_WAIT.as_millis() as u64);
+                    .arg(&self.lease_ms);
+                if self.waiter == Waiter::HashlockKeepalive {
+                    c.arg("KEEPALIVE");
+                }
+                c.arg("BLOCK").arg(MAX_WAIT.as_millis() as u64);
                 let v = conn::call(&mut self.conn, &c).await?;
                 if v == Value::Nil {
                     bail!("LOCK.ACQUIRE ... BLOCK timed out after {MAX_WAIT:?}");
@@ -233,7 +240,7 @@ impl Contender {
     /// Releases the lock (one request).
     pub async fn unlock(&mut self) -> Result<u64> {
         match self.waiter {
-            Waiter::Hashlock => {
+            Waiter::Hashlock | Waiter::HashlockKeepalive => {
                 let mut c = redis::cmd("LOCK.RELEASE");
                 c.arg(&self.key).arg(&self.owner);
                 let v = conn::call(&mut self.conn, &c).await?;

@@ -1,12 +1,16 @@
 //! The workloads of the issue: B1 uncontended pairs (+ server cost per
 //! command), B2 renew, B3 contended hand-off, B4 crashed holder, B6 memory,
-//! B8 surviving failover (REPLICAS, TOKEN).
+//! B7 killed holder process (KEEPALIVE), B8 surviving failover (REPLICAS,
+//! TOKEN), B9 KEEPALIVE at scale.
 
 pub mod b1;
 pub mod b2;
 pub mod b3;
 pub mod b4;
 pub mod b6;
+pub mod b7;
 pub mod b8;
+pub mod b9;
 pub mod contender;
+pub mod holder;
 pub mod pairs;

@@ -403,6 +403,13 @@ impl Client {
         Polled::Reply(self.read_value())
     }
 
+    /// The raw connection and whatever was already read from it but not
+    /// consumed (e.g. to drain a replication stream without parsing it).
+    pub fn into_parts(self) -> (Vec<u8>, TcpStream) {
+        let buffered = self.reader.buffer().to_vec();
+        (buffered, self.reader.into_inner())
+    }
+
     /// `CLIENT ID` of this connection.
     #[track_caller]
     pub fn id(&mut self) -> i64 {

@@ -71,7 +71,11 @@ pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
                 }
                 // A re-entry without KEEPALIVE keeps the tie, at the new lease.
                 None if holds > 1 => ties::retime(ctx, db, key.as_ref(), owner.as_ref(), lease),
-                None => {}
+                // A fresh plain lock: a tie left at this key belonged to a
+                // lock that vanished unseen (DEL, FLUSHALL, lapsed).
+                None => {
+                    ties::untie(db, key.as_ref());
+                }
             }
             let copy = || OwnedStr::new(owner.as_ref());
             let (generated, owner_copy) = match owner {

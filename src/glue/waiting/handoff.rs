@@ -90,9 +90,15 @@ fn cancel_timeout(waiter: &Waiter) {
 fn deliver(ctx: Ctx, qk: &QueueKey, waiter: Waiter, grant: Grant) {
     cancel_timeout(&waiter);
     stats::GRANTED_AFTER_WAIT.bump();
-    if let Some(client) = waiter.tie_to {
-        let owner = OwnedStr::new(waiter.owner.as_ref());
-        ties::tie(ctx, qk.clone(), client, owner, waiter.lease);
+    match waiter.tie_to {
+        Some(client) => {
+            let owner = OwnedStr::new(waiter.owner.as_ref());
+            ties::tie(ctx, qk.clone(), client, owner, waiter.lease);
+        }
+        // Not tied; any tie left at the key was a vanished lock's.
+        None => {
+            ties::untie(qk.db, &qk.name);
+        }
     }
     let granted = Granted {
         holds: grant.holds,

@@ -13,7 +13,7 @@
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use hashbrown::{HashMap, HashSet};
+use hashbrown::{HashMap, HashSet, hash_set};
 
 use crate::core::Lease;
 use crate::glue::runtime::ffi::{Ctx, OwnedStr};
@@ -32,6 +32,9 @@ struct Tie {
 struct Ties {
     keys: HashMap<QueueKey, Tie>,
     clients: HashMap<ClientId, HashSet<QueueKey>>,
+    /// Closed connections whose locks are being released, a few per job
+    /// (their sets, consumed as they go: no copy of 100,000 keys up front).
+    closing: HashMap<ClientId, hash_set::IntoIter<QueueKey>>,
 }
 
 /// Tied locks: every RELEASE, RENEW and re-entry asks whether its lock is
@@ -177,25 +180,42 @@ pub fn has_client(client: ClientId) -> bool {
     !none_tied() && with(|t| t.clients.contains_key(&client))
 }
 
-/// Removes every tie of a closed connection: the locks to release, each
-/// with the owner it was tied for.
-pub fn closed(client: ClientId) -> Vec<(QueueKey, OwnedStr)> {
-    let removed: Vec<(QueueKey, Tie)> = with(|t| {
-        let keys = t.clients.remove(&client).unwrap_or_default();
-        keys.into_iter()
-            .filter_map(|qk| {
-                // The client's set was removed already; `remove` skips it.
-                t.remove(qk.db, &qk.name)
-            })
-            .collect()
+/// Removes up to `max` ties of a closed connection: the locks to release,
+/// each with the owner it was tied for, and whether more are left (a
+/// connection may hold 100,000 ties: releasing them all in one go would
+/// stall the server). Ties still waiting stay in place, renewed as before;
+/// one moved meanwhile to another connection (RENEW KEEPALIVE) is skipped.
+pub fn closed(client: ClientId, max: usize) -> (Vec<(QueueKey, OwnedStr)>, bool) {
+    let (removed, more) = with(|t| {
+        if !t.closing.contains_key(&client) {
+            let keys = t.clients.remove(&client).unwrap_or_default();
+            t.closing.insert(client, keys.into_iter());
+        }
+        let mut removed: Vec<(QueueKey, Tie)> = Vec::new();
+        while removed.len() < max {
+            let Some(qk) = t.closing.get_mut(&client).and_then(Iterator::next) else {
+                break;
+            };
+            let still_ours = t.keys.get(&qk).is_some_and(|tie| tie.client == client);
+            if still_ours {
+                // The client's set was taken already; `remove` skips it.
+                removed.extend(t.remove(qk.db, &qk.name));
+            }
+        }
+        let more = t.closing.get(&client).is_some_and(|left| left.len() > 0);
+        if !more {
+            t.closing.remove(&client);
+        }
+        (removed, more)
     });
-    removed
+    let removed = removed
         .into_iter()
         .map(|(qk, tie)| {
             scheduler::cancel(tie.renew);
             (qk, tie.owner)
         })
-        .collect()
+        .collect();
+    (removed, more)
 }
 
 /// Drops every tie (the node stopped being a primary).
