@@ -961,7 +961,11 @@ fn online_replicas_are_followed(kind: Kind) {
     let gone = wait_until(Duration::from_secs(10), || {
         !primary.info("replication").contains("state=online")
     });
-    assert!(gone, "{kind}: replica gone: {}", primary.info("replication"));
+    assert!(
+        gone,
+        "{kind}: replica gone: {}",
+        primary.info("replication")
+    );
     let r = c.cmd(&["LOCK.ACQUIRE", "b", "o", "REPLICAS", "1", "5000"]);
     assert_noreplicas(&r, false, &format!("{kind}: the replica is gone"));
     assert!(c.cmd(&["LOCK.INFO", "b"]).is_nil());

@@ -406,6 +406,7 @@ fn check_process(
                     key,
                     owner,
                     lease_ms,
+                    ..
                 }
                 | Op::Acquire {
                     key,
@@ -1397,6 +1398,7 @@ mod tests {
             owner: b"a".to_vec(),
             lease_ms: 100,
             block_ms: Some(0),
+            keepalive: false,
         };
         hung.ret = Some((20_000 * MS, Outcome::Hung("no reply in 15 s".into())));
         let b = vec![acq(0, "k", "b", 100, 40, 50, Outcome::Int(1))];

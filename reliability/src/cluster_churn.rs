@@ -402,6 +402,7 @@ pub fn run(cfg: &Config) -> Outcomes {
         .map(|(name, events)| Process {
             name: name.clone(),
             events,
+            killed_at: None,
         })
         .collect();
     let mut counters = HashMap::new();
@@ -487,6 +488,7 @@ fn control(histories: &[(String, Vec<history::Event>)]) -> usize {
         .map(|(name, events)| Process {
             name: name.clone(),
             events,
+            killed_at: None,
         })
         .collect();
     checker::check(&procs, &HashMap::new())

@@ -163,6 +163,7 @@ impl Worker {
             key: key.to_string(),
             owner: owner.to_vec(),
             lease_ms,
+            keepalive: false,
         })?;
         if out == Outcome::Int(1) {
             self.confirm(key)?;
@@ -199,6 +200,7 @@ impl Worker {
             owner: owner.clone(),
             lease_ms: lease,
             block_ms: block,
+            keepalive: false,
         })?;
         let (owner, first_holds) = match out {
             Outcome::Int(n) if n >= 1 => (owner, n),
@@ -220,6 +222,7 @@ impl Worker {
                 owner: owner.clone(),
                 lease_ms: lease,
                 block_ms: None,
+                keepalive: false,
             })?;
             match out {
                 Outcome::Int(n) => {

@@ -221,6 +221,7 @@ impl Worker {
             owner: owner.clone().into_bytes(),
             lease_ms: lease,
             block_ms: block,
+            keepalive: false,
         };
         let mut holds = match self.call(op, args) {
             Some((Outcome::Int(n), _)) if n >= 1 => n,
@@ -243,6 +244,7 @@ impl Worker {
                 key: key.clone(),
                 owner: owner.clone().into_bytes(),
                 lease_ms: lease,
+                keepalive: false,
             };
             if self.call(op, a).is_none() {
                 return;
@@ -256,6 +258,7 @@ impl Worker {
                 owner: owner.clone().into_bytes(),
                 lease_ms: lease,
                 block_ms: None,
+                keepalive: false,
             };
             match self.call(op, args) {
                 Some((Outcome::Int(n), _)) if n >= 1 => holds = n,
@@ -440,6 +443,7 @@ pub fn run(cfg: &Config) -> Outcomes {
         .map(|(name, events)| Process {
             name: name.clone(),
             events,
+            killed_at: None,
         })
         .collect();
     let verdict = checker::check(&processes, &HashMap::new());
@@ -722,6 +726,7 @@ mod tests {
                     owner: b"o".to_vec(),
                     lease_ms: 100,
                     block_ms: None,
+                    keepalive: false,
                 },
                 invoke,
                 Some((ret, Outcome::Int(1))),
