@@ -1164,6 +1164,5 @@ per_kind!(
     disconnect_during_client_pause_is_handled_after_it,
     info_counters_track_ties,
     fresh_acquire_after_the_lock_vanished_is_not_tied,
-    #[ignore = "BUG: an undone (NOREPLICAS) LOCK.RENEW leaves its tie change in place"]
     undone_renew_restores_the_tie,
 );

@@ -6,12 +6,13 @@ use super::call::{self, Call};
 use crate::core::request::{self, OwnerSpec};
 use crate::core::rules::{self, Acquired, Claim};
 use crate::core::store::LockStore;
-use crate::core::{LockResult, owner};
+use crate::core::{Lease, LockResult, owner};
 use crate::glue::config;
 use crate::glue::runtime::ffi::{Ctx, OwnedStr, RStr};
 use crate::glue::runtime::reply::{Granted, Reply};
 use crate::glue::scheduler::Job;
 use crate::glue::stats;
+use crate::glue::store::ids::ClientId;
 use crate::glue::store::{LockKey, Mode, QueueKey};
 use crate::glue::waiting::acks::Answer;
 use crate::glue::waiting::queues::{self, Waiter};
@@ -64,42 +65,43 @@ pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
             } else {
                 stats::REENTERED.bump();
             }
-            match tie_to {
-                Some(client) => {
-                    let qk = QueueKey::new(db, key.as_ref());
-                    ties::tie(ctx, qk, client, OwnedStr::new(owner.as_ref()), lease);
-                }
-                // A re-entry without KEEPALIVE keeps the tie, at the new lease.
-                None if holds > 1 => ties::retime(ctx, db, key.as_ref(), owner.as_ref(), lease),
-                // A fresh plain lock: a tie left at this key belonged to a
-                // lock that vanished unseen (DEL, FLUSHALL, lapsed).
-                None => {
-                    ties::untie(db, key.as_ref());
-                }
-            }
+            let Some(replicas) = replicas else {
+                tie_now(ctx, db, key, holds, tie_to, &owner, lease);
+                let generated = match owner {
+                    Owner::Generated(uuid) => Some(uuid),
+                    Owner::Given(_) => None,
+                };
+                return Ok(Reply::Granted(Granted {
+                    holds,
+                    generated,
+                    token,
+                }));
+            };
+            // The reply, and any tie, once the replicas acknowledged the
+            // grant; if they do not in time, the hold it added is taken back.
+            drop(lock);
+            let qk = QueueKey::new(db, key.as_ref());
             let copy = || OwnedStr::new(owner.as_ref());
-            let (generated, owner_copy) = match owner {
+            let tie = match tie_to {
+                Some(client) => ties::Change::Tie(qk.clone(), client, copy(), lease),
+                None if holds > 1 => ties::Change::Retime(qk.clone(), copy(), lease),
+                None => ties::Change::Untie(qk.clone()),
+            };
+            let undo = Job::TakeBack(qk.clone(), copy());
+            let (generated, answer_owner) = match owner {
                 Owner::Generated(uuid) => {
-                    let copy = replicas.is_some().then(|| OwnedStr::new(uuid.as_ref()));
-                    (Some(uuid), copy)
+                    let answer_owner = OwnedStr::new(uuid.as_ref());
+                    (Some(uuid), answer_owner)
                 }
-                Owner::Given(_) => (None, replicas.is_some().then(copy)),
+                Owner::Given(given) => (None, OwnedStr::new(given.as_ref())),
             };
             let granted = Granted {
                 holds,
                 generated,
                 token,
             };
-            match (replicas, owner_copy) {
-                (Some(replicas), Some(owner)) => {
-                    drop(lock);
-                    let qk = QueueKey::new(db, key.as_ref());
-                    let answer =
-                        Answer::Granted(granted, qk.clone(), OwnedStr::new(owner.as_ref()));
-                    call::await_replicas(ctx, key, answer, replicas, Some(Job::TakeBack(qk, owner)))
-                }
-                _ => Ok(Reply::Granted(granted)),
-            }
+            let answer = Answer::Granted(granted, qk, answer_owner);
+            call::await_replicas(ctx, key, answer, tie, replicas, Some(undo))
         }
         Acquired::Busy => match block {
             // Inside MULTI/EXEC or a script the client cannot wait: answer
@@ -133,5 +135,31 @@ pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
                 Ok(Reply::Nil)
             }
         },
+    }
+}
+
+/// A grant's effect on the lock's tie, at once (no REPLICAS): tied to this
+/// connection with KEEPALIVE; a re-entry without it keeps the tie at the new
+/// lease; a fresh plain grant drops any tie left at the key by a lock that
+/// vanished unseen (DEL, FLUSHALL, a lapsed lease). Without KEEPALIVE and
+/// with nothing tied anywhere, this costs nothing.
+fn tie_now(
+    ctx: Ctx,
+    db: i32,
+    key: &RStr,
+    holds: i64,
+    tie_to: Option<ClientId>,
+    owner: &RStr,
+    lease: Lease,
+) {
+    match tie_to {
+        Some(client) => {
+            let qk = QueueKey::new(db, key.as_ref());
+            ties::tie(ctx, qk, client, OwnedStr::new(owner.as_ref()), lease);
+        }
+        None if holds > 1 => ties::retime(ctx, db, key.as_ref(), owner.as_ref(), lease),
+        None => {
+            ties::untie(db, key.as_ref());
+        }
     }
 }

@@ -18,8 +18,8 @@ use crate::glue::store::server;
 use crate::glue::waiting::acks::{self, Answer};
 use crate::glue::waiting::callbacks;
 use crate::glue::waiting::handle::{Blocked, Stage};
-use crate::glue::waiting::handoff;
 use crate::glue::waiting::queues::{self, Waiter};
+use crate::glue::waiting::{handoff, ties};
 
 /// The call being served. The context flags are read once, and only by a
 /// call that needs them (they cost a full GetContextFlags).
@@ -140,18 +140,20 @@ pub fn enqueue(
 }
 
 /// Blocks the calling client until `replicas` acknowledged what it just
-/// wrote; then it gets `answer`. `undo` runs if they do not in time.
+/// wrote; then its `tie` change takes effect and it gets `answer`. `undo`
+/// runs if they do not in time (and the tie is left as it was).
 pub fn await_replicas(
     ctx: Ctx,
     key: &RStr,
     answer: Answer,
+    tie: ties::Change,
     replicas: Replicas,
     undo: Option<Job>,
 ) -> LockResult<Reply> {
     events::watch_event_loop(ctx)?;
     let id = acks::next_id();
     let handle = callbacks::block(ctx, key, Stage::Acking(id))?;
-    if let Err(too_few) = acks::wait(ctx, id, handle, answer, replicas, undo) {
+    if let Err(too_few) = acks::wait(ctx, id, handle, answer, Some(tie), replicas, undo) {
         // Replicas were counted before the write; they cannot have gone
         // since. Should it happen, undo the call.
         if let Some(undo) = too_few.undo {

@@ -38,24 +38,26 @@ pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
     }
     // With KEEPALIVE the lock is tied to this connection (from any other);
     // without, it is a plain lease again.
-    match tie_to {
-        Some(client) => {
-            let qk = QueueKey::new(db, key.as_ref());
-            ties::tie(ctx, qk, client, OwnedStr::new(req.owner.as_ref()), lease);
-        }
-        None => {
-            ties::untie(db, key.as_ref());
-        }
-    }
-    match replicas {
-        None => Ok(Reply::Int(1)),
-        Some(replicas) => {
-            drop(lock);
-            let undo = previous.map(|deadline| {
+    let Some(replicas) = replicas else {
+        match tie_to {
+            Some(client) => {
                 let qk = QueueKey::new(db, key.as_ref());
-                Job::Restore(qk, OwnedStr::new(req.owner.as_ref()), deadline)
-            });
-            call::await_replicas(ctx, key, Answer::Int(1), replicas, undo)
+                ties::tie(ctx, qk, client, OwnedStr::new(req.owner.as_ref()), lease);
+            }
+            None => {
+                ties::untie(db, key.as_ref());
+            }
         }
-    }
+        return Ok(Reply::Int(1));
+    };
+    // Acknowledged first: an undone renewal changes no tie either.
+    drop(lock);
+    let qk = QueueKey::new(db, key.as_ref());
+    let owner = || OwnedStr::new(req.owner.as_ref());
+    let tie = match tie_to {
+        Some(client) => ties::Change::Tie(qk.clone(), client, owner(), lease),
+        None => ties::Change::Untie(qk.clone()),
+    };
+    let undo = previous.map(|deadline| Job::Restore(qk, owner(), deadline));
+    call::await_replicas(ctx, key, Answer::Int(1), tie, replicas, undo)
 }

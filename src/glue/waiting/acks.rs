@@ -20,6 +20,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 
 use super::handle::{Blocked, Stage};
+use super::ties;
 use crate::core::LockError;
 use crate::core::request::Replicas;
 use crate::glue::runtime::ffi::{Ctx, OwnedStr};
@@ -40,6 +41,8 @@ pub enum Answer {
 struct Wait {
     handle: Blocked,
     answer: Answer,
+    /// What the call does to the lock's tie, once acknowledged.
+    tie: Option<ties::Change>,
     wanted: i64,
     /// The offset to be acknowledged; set before the server next sleeps.
     target: Option<i64>,
@@ -91,6 +94,7 @@ pub fn wait(
     id: AckId,
     handle: Blocked,
     answer: Answer,
+    tie: Option<ties::Change>,
     replicas: Replicas,
     undo: Option<Job>,
 ) -> Result<(), TooFew> {
@@ -118,6 +122,7 @@ pub fn wait(
             Wait {
                 handle,
                 answer,
+                tie,
                 wanted: replicas.count,
                 target: None,
                 acked: 0,
@@ -207,6 +212,9 @@ pub fn before_sleep(ctx: Ctx) {
     }
     for w in done {
         scheduler::cancel(w.timeout);
+        if let Some(change) = w.tie {
+            ties::apply(ctx, change);
+        }
         match w.answer {
             Answer::Granted(g, qk, owner) => w.handle.grant(g, (qk, owner)),
             Answer::Int(n) => w.handle.answer_int(n),

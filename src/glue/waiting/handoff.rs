@@ -90,16 +90,15 @@ fn cancel_timeout(waiter: &Waiter) {
 fn deliver(ctx: Ctx, qk: &QueueKey, waiter: Waiter, grant: Grant) {
     cancel_timeout(&waiter);
     stats::GRANTED_AFTER_WAIT.bump();
-    match waiter.tie_to {
+    // Tied to the waiter's connection if it asked; otherwise any tie left at
+    // the key was a vanished lock's.
+    let tie = match waiter.tie_to {
         Some(client) => {
             let owner = OwnedStr::new(waiter.owner.as_ref());
-            ties::tie(ctx, qk.clone(), client, owner, waiter.lease);
+            ties::Change::Tie(qk.clone(), client, owner, waiter.lease)
         }
-        // Not tied; any tie left at the key was a vanished lock's.
-        None => {
-            ties::untie(qk.db, &qk.name);
-        }
-    }
+        None => ties::Change::Untie(qk.clone()),
+    };
     let granted = Granted {
         holds: grant.holds,
         generated: waiter
@@ -108,12 +107,16 @@ fn deliver(ctx: Ctx, qk: &QueueKey, waiter: Waiter, grant: Grant) {
         token: grant.token,
     };
     match waiter.replicas.filter(|r| !r.is_none()) {
-        None => waiter.handle.grant(granted, (qk.clone(), waiter.owner)),
+        None => {
+            ties::apply(ctx, tie);
+            waiter.handle.grant(granted, (qk.clone(), waiter.owner));
+        }
         Some(replicas) => {
             let id = acks::next_id();
             let answer = Answer::Granted(granted, qk.clone(), OwnedStr::new(waiter.owner.as_ref()));
             let undo = Some(Job::TakeBack(qk.clone(), waiter.owner));
-            if let Err(too_few) = acks::wait(ctx, id, waiter.handle, answer, replicas, undo) {
+            let acked = acks::wait(ctx, id, waiter.handle, answer, Some(tie), replicas, undo);
+            if let Err(too_few) = acked {
                 // Not enough replicas to wait for: the grant goes back (the
                 // next waiter is served) as soon as the event loop comes round.
                 if let Some(undo) = too_few.undo {

@@ -68,6 +68,31 @@ impl Ties {
     }
 }
 
+/// What a call does to a lock's tie. Applied at once, or, for a call that
+/// waits for replica acknowledgements (REPLICAS), when it is answered: a call
+/// that is undone (NOREPLICAS) changes no tie.
+pub enum Change {
+    /// KEEPALIVE: tie the lock to this connection (from any other).
+    Tie(QueueKey, ClientId, OwnedStr, Lease),
+    /// LOCK.RENEW without KEEPALIVE: a plain lease again. A fresh grant
+    /// without KEEPALIVE also drops whatever tie was left at its key (a tied
+    /// lock that vanished unseen: DEL, FLUSHALL, a lapsed lease).
+    Untie(QueueKey),
+    /// A re-entry without KEEPALIVE: the tie stays, renewed by the new lease.
+    Retime(QueueKey, OwnedStr, Lease),
+}
+
+/// Applies a change (see `Change`).
+pub fn apply(ctx: Ctx, change: Change) {
+    match change {
+        Change::Tie(qk, client, owner, lease) => tie(ctx, qk, client, owner, lease),
+        Change::Untie(qk) => {
+            untie(qk.db, &qk.name);
+        }
+        Change::Retime(qk, owner, lease) => retime(ctx, qk.db, &qk.name, owner.as_ref(), lease),
+    }
+}
+
 /// Tied locks (INFO).
 pub fn count() -> usize {
     TIED.load(Ordering::Relaxed)
