@@ -21,11 +21,23 @@ pub fn parse_i64(s: &[u8]) -> Option<i64> {
         _ => return None,
     }
     let mut v: u64 = 0;
-    for &c in digits {
-        if !c.is_ascii_digit() {
-            return None;
+    if digits.len() <= 18 {
+        // Up to 18 digits cannot overflow a u64 (every lease, timeout and
+        // count in practice): no checks per digit on the hot path.
+        for &c in digits {
+            let d = c.wrapping_sub(b'0');
+            if d > 9 {
+                return None;
+            }
+            v = v * 10 + u64::from(d);
         }
-        v = v.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
+    } else {
+        for &c in digits {
+            if !c.is_ascii_digit() {
+                return None;
+            }
+            v = v.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
+        }
     }
     if negative {
         // i64::MIN's magnitude fits in u64 but not in i64.

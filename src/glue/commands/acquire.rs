@@ -48,7 +48,7 @@ pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
         OwnerSpec::Generate => Owner::Generated(OwnedStr::new(&owner::generate())),
     };
     let db = ctx.db();
-    let queued = queues::len(db, key.as_ref()) > 0;
+    let queued = queues::any() && queues::len(db, key.as_ref()) > 0;
     let claim = Claim {
         owner: &*owner,
         lease,
@@ -157,6 +157,7 @@ fn tie_now(
             let qk = QueueKey::new(db, key.as_ref());
             ties::tie(ctx, qk, client, OwnedStr::new(owner.as_ref()), lease);
         }
+        _ if !ties::any() => {}
         None if holds > 1 => ties::retime(ctx, db, key.as_ref(), owner.as_ref(), lease),
         None => {
             ties::untie(db, key.as_ref());

@@ -32,7 +32,7 @@ pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
     }
     stats::RENEWED.bump();
     let db = ctx.db();
-    if queues::len(db, key.as_ref()) > 0 {
+    if queues::any() && queues::len(db, key.as_ref()) > 0 {
         // A shorter lease moves the hand-off to waiters earlier.
         handoff::arm(ctx, db, key.as_ref(), lock.ttl());
     }
@@ -44,9 +44,10 @@ pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
                 let qk = QueueKey::new(db, key.as_ref());
                 ties::tie(ctx, qk, client, OwnedStr::new(req.owner.as_ref()), lease);
             }
-            None => {
+            None if ties::any() => {
                 ties::untie(db, key.as_ref());
             }
+            None => {}
         }
         return Ok(Reply::Int(1));
     };

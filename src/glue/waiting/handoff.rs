@@ -34,7 +34,9 @@ use crate::glue::store::{LockKey, Mode, OwnEvent, QueueKey, notify, server};
 /// The lock at `lock` was just freed: the next waiter gets it, or the
 /// unlock is published. Any tie it had is gone with it.
 pub fn lock_freed(ctx: Ctx, lock: &mut LockKey<'_>) {
-    ties::untie(ctx.db(), lock.name().as_ref());
+    if ties::any() {
+        ties::untie(ctx.db(), lock.name().as_ref());
+    }
     if !serve(ctx, lock) {
         notify::publish_unlock(ctx, lock.name());
         stats::PUBLISHED.bump();
@@ -44,6 +46,9 @@ pub fn lock_freed(ctx: Ctx, lock: &mut LockKey<'_>) {
 /// Gives the lock to the head of its queue if it can; true if it did.
 /// Waiters the lock can never be given to are answered with the error.
 pub fn serve(ctx: Ctx, lock: &mut LockKey<'_>) -> bool {
+    if !queues::any() {
+        return false;
+    }
     let db = ctx.db();
     let key = lock.name().as_ref();
     // No queue: the common release has nothing more to do here.

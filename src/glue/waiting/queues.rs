@@ -115,6 +115,11 @@ pub fn next_id() -> WaiterId {
     with(|r| WaiterId(r.ids.next()))
 }
 
+/// Whether anyone waits anywhere (callers skip even naming the key when not).
+pub fn any() -> bool {
+    WAITING.load(Ordering::Relaxed) != 0
+}
+
 /// How many clients wait for the lock at `key`.
 pub fn len(db: i32, key: &[u8]) -> usize {
     if WAITING.load(Ordering::Relaxed) == 0 {

@@ -46,6 +46,11 @@ fn none_tied() -> bool {
     TIED.load(Ordering::Relaxed) == 0
 }
 
+/// Whether any lock is tied (callers skip even naming the key when not).
+pub fn any() -> bool {
+    !none_tied()
+}
+
 thread_local! {
     static TIES: RefCell<Ties> = RefCell::new(Ties::default());
 }
