@@ -1,6 +1,6 @@
 # Usage (root: a private network namespace): unshare -n python3 scripts/keepalive/partition.py \
 #   <redis-server|valkey-server> target/release/libhashlock.so <tcp-keepalive s> <timeout s>
-# Checks docs/KEEPALIVE-DRAFT.md's partition figures.
+# Checks the README, "Leases without a watchdog (KEEPALIVE)"'s partition figures.
 # Runs inside a fresh network namespace (unshare -n): a KEEPALIVE holder on
 # 127.0.0.2 is cut off (server->holder packets blackholed), a waiter on
 # 127.0.0.1 waits; prints how long until the waiter gets the lock.
