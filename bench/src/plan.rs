@@ -35,10 +35,11 @@ pub enum Workload {
     B7,
     B8,
     B9,
+    B10,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 8] = [
+    pub const ALL: [Workload; 9] = [
         Workload::B1,
         Workload::B2,
         Workload::B3,
@@ -47,6 +48,7 @@ impl Workload {
         Workload::B7,
         Workload::B8,
         Workload::B9,
+        Workload::B10,
     ];
 
     pub fn parse(s: &str) -> Option<Workload> {
@@ -107,6 +109,8 @@ pub struct Plan {
     pub b7_watchdog: (Duration, usize),
     /// B9: tied locks, their lease, probe time per phase.
     pub b9: crate::workloads::b9::Config,
+    /// B10: queued keys sharing one deadline.
+    pub b10: crate::workloads::b10::Config,
 }
 
 impl Plan {
@@ -155,6 +159,7 @@ impl Plan {
                     lease: ms(3000),
                     window: Duration::from_secs(10),
                 },
+                b10: crate::workloads::b10::Config { keys: 20_000 },
             },
             Mode::Quick => Plan {
                 mode,
@@ -192,6 +197,7 @@ impl Plan {
                     lease: ms(3000),
                     window: Duration::from_secs(4),
                 },
+                b10: crate::workloads::b10::Config { keys: 20_000 },
             },
             Mode::Smoke => Plan {
                 mode,
@@ -229,6 +235,7 @@ impl Plan {
                     lease: ms(600),
                     window: ms(500),
                 },
+                b10: crate::workloads::b10::Config { keys: 500 },
             },
         }
     }

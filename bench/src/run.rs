@@ -15,7 +15,7 @@ use crate::scripts;
 use crate::setup::{self, Pinning};
 use crate::workloads::contender::Waiter;
 use crate::workloads::pairs::Pairs;
-use crate::workloads::{b1, b2, b3, b4, b6, b7, b8, b9};
+use crate::workloads::{b1, b2, b3, b4, b6, b7, b8, b9, b10};
 
 pub struct Options {
     pub plan: Plan,
@@ -66,6 +66,7 @@ pub struct Results {
     pub b8_setup: String,
     pub b7: Vec<b7::Row>,
     pub b9: Option<b9::Outcome>,
+    pub b10: Option<b10::Outcome>,
 }
 
 pub fn run(opts: &Options) -> Result<Results> {
@@ -113,6 +114,7 @@ pub fn run(opts: &Options) -> Result<Results> {
         b8_setup: String::new(),
         b7: Vec::new(),
         b9: None,
+        b10: None,
     };
     rt.block_on(run_workloads(server.port, opts, &mut results))?;
     results.meta.took = t0.elapsed();
@@ -174,6 +176,7 @@ fn steps(plan: &Plan, ran: &[Workload]) -> u64 {
             Workload::B8 => plan.b8_clients.len() * plan.b8_slices * b8::Variant::ALL.len() + 1,
             Workload::B7 => 3,
             Workload::B9 => 1,
+            Workload::B10 => 1,
         };
     }
     n as u64
@@ -334,6 +337,15 @@ async fn run_workloads(port: u16, opts: &Options, r: &mut Results) -> Result<()>
                 ));
                 let server_cpu = r.meta.pinning.cpus.map(|(server, _)| server);
                 r.b9 = Some(b9::run(opts.kind, server_cpu, &plan.b9)?);
+                progress.done();
+            }
+            Workload::B10 => {
+                progress.step(&format!(
+                    "B10 {} queued locks sharing one deadline",
+                    plan.b10.keys
+                ));
+                let server_cpu = r.meta.pinning.cpus.map(|(server, _)| server);
+                r.b10 = Some(b10::run(opts.kind, server_cpu, &plan.b10)?);
                 progress.done();
             }
         }

@@ -40,6 +40,7 @@ fn smoke_benchmark_produces_every_row() {
         "### Fencing token cost",
         "## B7",
         "## B9",
+        "## B10",
     ] {
         assert!(md.contains(heading), "report lacks {heading:?}:\n{md}");
     }

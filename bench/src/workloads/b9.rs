@@ -134,7 +134,7 @@ fn counters(c: &mut Client) -> Result<Counters> {
 }
 
 /// PINGs back to back on its own connection until `stop` (or `limit`).
-fn probe(port: u16, stop: Arc<AtomicBool>, limit: Duration) -> JoinHandle<Probe> {
+pub fn probe(port: u16, stop: Arc<AtomicBool>, limit: Duration) -> JoinHandle<Probe> {
     std::thread::spawn(move || {
         let _ = realtime_self();
         let mut c = Client::connect(port);
@@ -324,7 +324,7 @@ pub fn run(kind: Kind, server_cpu: Option<usize>, cfg: &Config) -> Result<Outcom
 const RT_PRIORITY: i32 = 10;
 
 /// Puts every thread of `pid` at SCHED_FIFO.
-fn realtime_pid(pid: u32) -> Result<(), String> {
+pub fn realtime_pid(pid: u32) -> Result<(), String> {
     let out = std::process::Command::new("chrt")
         .args(["-f", "-a", "-p", &RT_PRIORITY.to_string(), &pid.to_string()])
         .output()
@@ -340,7 +340,7 @@ fn realtime_pid(pid: u32) -> Result<(), String> {
 }
 
 /// Puts the calling thread at SCHED_FIFO.
-fn realtime_self() -> Result<(), String> {
+pub fn realtime_self() -> Result<(), String> {
     let param = libc::sched_param {
         sched_priority: RT_PRIORITY,
     };
