@@ -697,7 +697,7 @@ fn timer_hand_off_is_replicated_in_its_database() {
 const STEPPED_DOWN: &str =
     "UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)";
 
-/// SPEC.md "Topology": a waiter whose node becomes a replica gets an error,
+/// A waiter whose node becomes a replica gets an error (README, "Failover"),
 /// never a grant: `UNBLOCKED`, or a redirect (`REDIRECT host:port`, or
 /// `MOVED slot host:port`) naming the node that now serves the key. Returns
 /// why `reply` is not one of those.
@@ -738,14 +738,13 @@ fn waiters_get_an_error_when_the_primary_steps_down() {
     }
 }
 
-/// KNOWN FAILURE on the current module (Valkey 9.1), kept because SPEC.md
-/// "Topology" requires it: a waiter that sent `CLIENT CAPA redirect` must be
-/// answered too (UNBLOCKED or `REDIRECT host:port`) when its primary steps
-/// down. Valkey answers only the other blocked clients and leaves these
-/// blocked (measured: no reply within 5 s, lock_waiting and blocked_clients
-/// stay 1); the module must answer them itself on REPLICATION_ROLE_CHANGED
-/// (ENGINEERING.md, "Cluster and role changes"). Redis 7.0 has no
-/// `CLIENT CAPA`: its clients are covered by the test above.
+/// A waiter that sent `CLIENT CAPA redirect` is answered too (UNBLOCKED or
+/// `REDIRECT host:port`) when its primary steps down. Valkey 9.1 answers only
+/// the other blocked clients and leaves these blocked (measured before the
+/// module answered them: no reply within 5 s, lock_waiting and
+/// blocked_clients stuck at 1); the module answers every waiter left on
+/// REPLICATION_ROLE_CHANGED. Redis 7.0 has no `CLIENT CAPA`: its clients are
+/// covered by the test above.
 #[test]
 fn redirect_capable_waiters_get_an_error_when_the_primary_steps_down() {
     let kind = Kind::Valkey;
@@ -762,8 +761,8 @@ fn redirect_capable_waiters_get_an_error_when_the_primary_steps_down() {
     let reply = w.try_read_reply(5 * SECOND);
     if let Some(why) = not_a_step_down_answer(&reply, other.port, slot) {
         panic!(
-            "{kind}: KNOWN FAILURE (SPEC.md Topology, not yet implemented): a waiter that \
-             sent CLIENT CAPA redirect is answered when the primary steps down: {why}"
+            "{kind}: a waiter that sent CLIENT CAPA redirect is answered when the primary \
+             steps down: {why}"
         );
     }
     wait_waiting(&s, 0);

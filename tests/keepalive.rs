@@ -1,5 +1,5 @@
-//! KEEPALIVE: locks tied to the connection that took them (SPEC "Leases
-//! tied to a connection"). One test per rule, on Redis 7.0 and Valkey 9.1:
+//! KEEPALIVE: locks tied to the connection that took them (README, "Leases
+//! without a watchdog"). One test per rule, on Redis 7.0 and Valkey 9.1:
 //! the server renews a tied lease before a third of it is left and
 //! replicates each renewal as PEXPIREAT; every way a connection closes
 //! (process exit, SIGKILL, CLIENT KILL, QUIT, idle `timeout`) releases the

@@ -1,4 +1,4 @@
-//! REPLICAS n ms (SPEC "Replica-acknowledged grants"): the reply waits until
+//! REPLICAS n ms (README, "Surviving failover"): the reply waits until
 //! n replicas acknowledged the call's writes; on timeout the call is undone
 //! and answered NOREPLICAS. Real primaries with one or two real replicas.
 //!

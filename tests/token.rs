@@ -1,4 +1,4 @@
-//! TOKEN on LOCK.ACQUIRE (SPEC "Fencing tokens"): `[count, token]` /
+//! TOKEN on LOCK.ACQUIRE (README, "Surviving failover"): `[count, token]` /
 //! `[owner, token]` replies, the counter RFencedLock uses
 //! (`redisson_lock_token:{key}`), tokens that never go backwards: across
 //! re-entries, Redisson's own increments, kill -9 restarts with the AOF, and

@@ -2,7 +2,7 @@
 //! real 3x3 cluster, `REPLICAOF` and `FAILOVER` on a standalone pair, and a
 //! primary killed with SIGKILL whose replica is elected.
 //!
-//! The promise (SPEC "Topology"): a waiter is answered, never left hanging,
+//! The promise (README, "Running on a cluster"): a waiter is answered, never left hanging,
 //! when its node becomes a replica: `UNBLOCKED`, or a redirect (`MOVED` /
 //! `REDIRECT`) naming the node that now serves the key, on Redis and on
 //! Valkey, whatever `CLIENT CAPA` the client sent; nothing is left queued

@@ -3,7 +3,7 @@
 //! NODE in either order), `redis-cli --cluster reshard` there and back, and
 //! Valkey's atomic `CLUSTER MIGRATESLOTS`.
 //!
-//! The promise (SPEC "Topology"): a lock that leaves a node by migration is
+//! The promise (README, "Running on a cluster"): a lock that leaves a node by migration is
 //! not released. It arrives at the target with its owner, count and
 //! deadline (MIGRATE carries the time left, so the deadline may move by the
 //! transfer time, never earlier); nothing is granted on the source to a

@@ -89,7 +89,7 @@ fn writable_replica_refuses_lock_writes(kind: Kind) {
                 && info.map_get("waiters") == Some(&Reply::Int(0)),
             || format!("{pr} LOCK.INFO k on the replica answered {info:?}, expected owner A, holds 1, waiters 0"),
         );
-        // `keepalive` (SPEC) is checked once the primary reports it.
+        // `keepalive` is checked once the primary reports it.
         let on_primary = pc.cmd(&["LOCK.INFO", "k"]);
         if on_primary.map_get("keepalive").is_some() {
             f.check(info.map_get("keepalive") == Some(&Reply::Int(0)), || {

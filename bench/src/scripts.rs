@@ -1,5 +1,5 @@
 //! The Lua the other variants send: Redisson's lock scripts (testkit's, our
-//! own text written from the wire protocol in ANCHORS.md, with Redisson's
+//! own text written from Redisson's wire protocol (README, Redisson compatibility), with Redisson's
 //! KEYS/ARGV layout), so a run exercises what a Redisson client makes the
 //! server do; and the SET NX lock's compare-and-delete.
 

@@ -7,7 +7,7 @@
 //!   crates/core's own `request::tests::parsing_never_panics`.)
 //! - Rules: random sequences of acquire / release / renew / force-release /
 //!   info, foreign writes and clock moves, on the in-memory store, agree at
-//!   every step with a small reference model written from SPEC.md; no step
+//!   every step with a small reference model written from the command contract (README, Commands); no step
 //!   ever leaves two holders; an error never changes anything; leases are
 //!   set exactly from "now".
 //! - Queue + rules: with waiters queued, a newcomer never takes a free lock,
@@ -160,7 +160,7 @@ fn step() -> impl Strategy<Value = Step> {
     ]
 }
 
-/// What SPEC.md says a key is, from the lock's point of view.
+/// What the contract says a key is, from the lock's point of view.
 #[derive(Clone, Debug, PartialEq)]
 enum Shape {
     Free,

@@ -188,7 +188,7 @@ pub struct CostRow {
     pub release: Cost,
 }
 
-/// Depth of the cost measurement's pipeline (ANCHORS.md measured at 16).
+/// Depth of the cost measurement's pipeline (the reference numbers were measured at 16).
 pub const COST_PIPELINE: usize = 16;
 
 /// Runs `rounds` rounds; in each, every variant in turn does its phases over

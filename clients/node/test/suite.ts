@@ -1,8 +1,8 @@
 /**
  * The Lock tests, registered once per client library (node-redis.test.ts,
  * ioredis.test.ts) and per server (Redis 7.0, Valkey 9.1). Tests whose name
- * starts with "[module feature]" need SPEC features the module does not
- * implement yet (KEEPALIVE, TOKEN, REPLICAS).
+ * starts with "[module feature]" use the module's KEEPALIVE, TOKEN or
+ * REPLICAS (a name filter can select them).
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';

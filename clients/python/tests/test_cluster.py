@@ -127,7 +127,7 @@ def test_blocking_acquire_follows_moved_and_ask(two_nodes, key):
 
 @pytest.mark.module_feature
 def test_wait_follows_its_slot_to_the_new_node(two_nodes, key):
-    """SPEC (topology): a waiter gets MOVED when its key's slot moves; the
+    """The module (README, "Running on a cluster"): a waiter gets MOVED when its key's slot moves; the
     library re-issues the wait on the new node, where the lock arrived with
     its holder, and is granted it there on release."""
     s, d = two_nodes.s, two_nodes.d

@@ -1,8 +1,7 @@
 """hashlock.Lock (sync) against real Redis 7.0 and Valkey 9.1 servers.
 
-Tests marked module_feature need SPEC sections the module does not
-implement yet (KEEPALIVE, TOKEN, REPLICAS); `-m "not module_feature"` runs
-the rest. Every mode-parametrized test runs with keepalive=False (watchdog)
+Tests marked module_feature use the module's KEEPALIVE, TOKEN or REPLICAS
+(`-m module_feature` selects them). Every mode-parametrized test runs with keepalive=False (watchdog)
 and keepalive=True (the default, a module feature)."""
 
 import os
@@ -260,7 +259,7 @@ def test_redisson_interop(r, key, keepalive):
     assert same.release() == 0
 
 
-# -- module features (SPEC: KEEPALIVE, TOKEN, REPLICAS) -----------------------
+# -- module features (KEEPALIVE, TOKEN, REPLICAS) ------------------------------
 
 HOLDER = """
 import sys, time, redis, hashlock

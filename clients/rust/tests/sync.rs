@@ -1,6 +1,6 @@
 //! hashlock_client::sync::Lock against real Redis 7.0 and Valkey 9.1.
-//! Tests named module_feature_* need SPEC features the module does not
-//! implement yet (KEEPALIVE, TOKEN, REPLICAS): `-- --skip module_feature`.
+//! Tests named module_feature_* use the module's KEEPALIVE, TOKEN or
+//! REPLICAS.
 
 mod common;
 

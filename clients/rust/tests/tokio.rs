@@ -1,6 +1,5 @@
 //! hashlock_client::tokio::Lock against real Redis 7.0 and Valkey 9.1.
-//! Tests named module_feature_* need SPEC features the module does not
-//! implement yet (KEEPALIVE, TOKEN).
+//! Tests named module_feature_* use the module's KEEPALIVE or TOKEN.
 
 mod common;
 

@@ -1,5 +1,5 @@
 //! Redisson's lock protocol as a Redisson client drives it: the Lua scripts
-//! (our own text, written from the wire protocol in ANCHORS.md, with
+//! (our own text, written from Redisson's wire protocol (README, Redisson compatibility), with
 //! Redisson's KEYS/ARGV layout) and the unlock channel naming. Deliberately
 //! independent of the module's own implementation: tests compare the two.
 
@@ -50,7 +50,7 @@ else \
     return 0; \
 end;";
 
-/// RedissonFencedLock's acquire (4.7), as in docs/ENGINEERING notes:
+/// RedissonFencedLock's acquire (Redisson 4.7):
 /// KEYS[1] lock, KEYS[2] token counter; ARGV[1] lease ms, ARGV[2] owner.
 /// `{-1, token}` = acquired (or re-entered: the token grows then too),
 /// else `{pttl, -1}`.
