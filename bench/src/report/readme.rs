@@ -159,13 +159,49 @@ pub fn readme_section(r: &Results) -> String {
             );
         }
     }
+    // B8: replica-acknowledged grants against the Redisson way.
+    let clients = r.plan.b8_clients.iter().copied().max().unwrap_or(50);
+    if let (Some(h), Some(w)) = (
+        super::targets::b8_row(r, crate::workloads::b8::Variant::Replicas, clients),
+        super::targets::b8_row(r, crate::workloads::b8::Variant::ScriptWait, clients),
+    ) {
+        let _ = writeln!(
+            s,
+            "| acquire+release pairs/s with one replica's acknowledgement, {} (hashlock `REPLICAS 1`; Lua: acquire script + `WAIT 1` pipelined) | {} | {} | {} |",
+            clients_word(clients),
+            fmt_count(h.pairs_per_sec()),
+            fmt_count(w.pairs_per_sec()),
+            fmt_ratio(ratio(h.pairs_per_sec(), w.pairs_per_sec()))
+        );
+    }
+    if let Some(o) = &r.b9 {
+        let worst = o.tied.probe.as_ref().map_or(Duration::ZERO, |p| max(&p.rtt));
+        let _ = writeln!(
+            s,
+            "| {} locks tied with KEEPALIVE (renewed by the server): longest PING round trip; CPU per renewal | {}; {} µs | | |",
+            fmt_count(o.config.locks as f64),
+            fmt_duration(worst),
+            fmt_us(o.us_per_renewal())
+                .trim_end_matches(" µs")
+                .to_string()
+        );
+    }
+    if let Some(o) = &r.b10 {
+        let _ = writeln!(
+            s,
+            "| {} queued locks whose leases end in the same millisecond: server CPU to hand all on; longest PING round trip | {:.0} ms; {} | | |",
+            fmt_count(o.keys as f64),
+            o.hand_on_cpu * 1e3,
+            fmt_duration(max(&o.probe.rtt))
+        );
+    }
     let _ = writeln!(
         s,
         "\n¹ Redisson-style client: acquire script via EVAL, then SUBSCRIBE and wait for the unlock message or the returned PTTL, as RedissonLock.lock() does.\n\n\
          ² The watchdog renews the lease every third of it from inside the holder process; a killed holder's lock waits out the rest of the lease.\n\n\
          Reproduce: `make bench` (under 10 minutes on 2 cores; `make bench-quick` takes about a minute). \
          It builds the module, starts its own `redis-server` with it, pins the server and the client to different cores when it can, \
-         and writes every table (B1–B8, with all variants and targets) to `docs/BENCHMARKS.md` and the wait-time chart to `docs/{SVG_NAME}`. \
+         and writes every table (B1–B10, with all variants and targets) to `docs/BENCHMARKS.md` and the wait-time chart to `docs/{SVG_NAME}`. \
          `VALKEY_SERVER=/path/to/valkey-server cargo run --release -p hashlock-bench -- --server valkey` runs the same against Valkey."
     );
     s
