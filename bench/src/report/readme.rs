@@ -175,7 +175,11 @@ pub fn readme_section(r: &Results) -> String {
         );
     }
     if let Some(o) = &r.b9 {
-        let worst = o.tied.probe.as_ref().map_or(Duration::ZERO, |p| max(&p.rtt));
+        let worst = o
+            .tied
+            .probe
+            .as_ref()
+            .map_or(Duration::ZERO, |p| max(&p.rtt));
         let _ = writeln!(
             s,
             "| {} locks tied with KEEPALIVE (renewed by the server): longest PING round trip; CPU per renewal | {}; {} µs | | |",

@@ -88,12 +88,10 @@ pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
                 None => ties::Change::Untie(qk.clone()),
             };
             let undo = Job::TakeBack(qk.clone(), copy());
-            let (generated, answer_owner) = match owner {
-                Owner::Generated(uuid) => {
-                    let answer_owner = OwnedStr::new(uuid.as_ref());
-                    (Some(uuid), answer_owner)
-                }
-                Owner::Given(given) => (None, OwnedStr::new(given.as_ref())),
+            let answer_owner = copy();
+            let generated = match owner {
+                Owner::Generated(uuid) => Some(uuid),
+                Owner::Given(_) => None,
             };
             let granted = Granted {
                 holds,

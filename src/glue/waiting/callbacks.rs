@@ -21,12 +21,13 @@ use std::ffi::{c_int, c_void};
 use super::acks;
 use super::handle::{Blocked, Callbacks, Stage, Wake, WakeSlot};
 use super::queues;
-use crate::core::LockResult;
+use crate::core::{LockError, LockResult};
 use crate::glue::runtime::ffi::{Ctx, RStr, raw};
 use crate::glue::runtime::firewall;
 use crate::glue::runtime::reply::{self, Reply};
 use crate::glue::scheduler::{self, Job};
 use crate::glue::stats;
+use crate::glue::store::ids::{AckId, WaiterId};
 
 pub const CALLBACKS: Callbacks = Callbacks {
     reply: key_ready,
@@ -52,7 +53,30 @@ unsafe extern "C" fn key_ready(
     _argv: *mut *mut raw::RedisModuleString,
     _argc: c_int,
 ) -> c_int {
-    raw::REDISMODULE_ERR as c_int
+    let declined = raw::REDISMODULE_ERR as c_int;
+    firewall::callback(declined, || declined)
+}
+
+/// A queued waiter the server unblocked itself leaves its queue (its
+/// handle abandoned: the server answers it). False if it was not queued.
+fn leave_queue(id: WaiterId) -> bool {
+    let Some((waiter, jobs)) = queues::remove(id) else {
+        return false;
+    };
+    for job in jobs.into_iter().chain(waiter.timeout) {
+        scheduler::cancel(job);
+    }
+    waiter.handle.abandon();
+    true
+}
+
+/// A call waiting for replicas that the server unblocked itself: its effect
+/// is undone (from a job) and the error it would get is returned.
+fn leave_acks(ctx: Ctx, id: AckId) -> Option<LockError> {
+    let left = acks::leave(id)?;
+    left.handle.abandon();
+    undo_later(ctx, left.undo);
+    Some(left.error)
 }
 
 unsafe extern "C" fn answer(
@@ -71,23 +95,15 @@ unsafe extern "C" fn answer(
             Stage::Answer(Wake::Granted(g)) => Reply::Granted(g),
             Stage::Answer(Wake::Int(n)) => Reply::Int(n),
             Stage::Answer(Wake::Failed(e)) => return Err(e),
-            // CLIENT UNBLOCK ... TIMEOUT.
+            // CLIENT UNBLOCK ... TIMEOUT: as if its time ran out.
             Stage::Queued(id) => {
-                if let Some((waiter, jobs)) = queues::remove(id) {
-                    jobs.into_iter().chain(waiter.timeout).for_each(|j| {
-                        scheduler::cancel(j);
-                    });
-                    waiter.handle.abandon();
+                if leave_queue(id) {
                     stats::TIMED_OUT.bump();
                 }
                 Reply::Nil
             }
-            Stage::Acking(id) => match acks::leave(id) {
-                Some(left) => {
-                    left.handle.abandon();
-                    undo_later(ctx, left.undo);
-                    return Err(left.error);
-                }
+            Stage::Acking(id) => match leave_acks(ctx, id) {
+                Some(error) => return Err(error),
                 None => Reply::Nil,
             },
             // Answered already: nothing more to say (never expected).
@@ -104,26 +120,16 @@ unsafe extern "C" fn disconnected(
     firewall::callback((), || {
         let Some(slot) = slot_of(ctx) else { return };
         let stage = slot.stage.replace(Stage::Done);
-        match stage {
-            Stage::Queued(id) => {
-                if let Some((waiter, jobs)) = queues::remove(id) {
-                    jobs.into_iter().chain(waiter.timeout).for_each(|j| {
-                        scheduler::cancel(j);
-                    });
-                    waiter.handle.abandon();
-                    stats::DISCONNECTED.bump();
-                }
-            }
-            Stage::Acking(id) => {
-                if let Some(left) = acks::leave(id) {
-                    left.handle.abandon();
-                    undo_later(ctx, left.undo);
-                    stats::DISCONNECTED.bump();
-                }
-            }
+        let left = match stage {
+            Stage::Queued(id) => leave_queue(id),
+            Stage::Acking(id) => leave_acks(ctx, id).is_some(),
             other => {
                 slot.stage.replace(other);
+                false
             }
+        };
+        if left {
+            stats::DISCONNECTED.bump();
         }
     })
 }
