@@ -173,101 +173,84 @@ fn schedule_hand_on(ctx: Ctx, db: i32, key: &[u8], ttl: Option<Millis>, replace:
     queues::with_queue(db, key, |q| q.hand_on = Some(job));
 }
 
-/// Serves a queue outside any command (the `HandOn` and `Serve` jobs).
-pub fn serve_key(ctx: Ctx, qk: &QueueKey) {
-    if queues::len(qk.db, &qk.name) == 0 || !ctx.select_db(qk.db) {
-        return;
+/// Runs `f` on the lock at `qk` from a job, if this node still serves the
+/// key (in a cluster the key may have left with its slot: that is not a
+/// release, and nothing may be written for it here). `None` if it does not.
+/// `serving`: the job serves the key's queue itself, so the `expired` event
+/// that opening a lapsed key fires is the module's own to ignore.
+fn with_served_lock<R>(
+    ctx: Ctx,
+    qk: &QueueKey,
+    serving: bool,
+    f: impl FnOnce(&mut LockKey<'_>) -> R,
+) -> Option<R> {
+    if !ctx.select_db(qk.db) {
+        return None;
     }
     let name = OwnedStr::new(&qk.name);
     if !server::serves_key(ctx, &name) {
-        // The key left with its slot: not a release. The server redirects
-        // these waiters (they are blocked on the key) when the slot's new
-        // owner is set.
-        return;
+        return None;
     }
-    // Opening the key expires it if its lease is over; that `expired` event
-    // is ours to ignore: the queue is being served right here.
     let mut lock = {
-        let _own = OwnEvent::mark();
+        let _own = serving.then(OwnEvent::mark);
         LockKey::open(ctx, &name, Mode::Write)
     };
-    serve(ctx, &mut lock);
+    Some(f(&mut lock))
+}
+
+/// Serves a queue outside any command (the `HandOn` and `Serve` jobs). If
+/// the key left with its slot, the server redirects these waiters (they are
+/// blocked on the key) when the slot's new owner is set.
+pub fn serve_key(ctx: Ctx, qk: &QueueKey) {
+    if queues::len(qk.db, &qk.name) == 0 {
+        return;
+    }
+    with_served_lock(ctx, qk, true, |lock| serve(ctx, lock));
 }
 
 /// Takes back one hold from `owner` (a grant whose client vanished before
 /// its reply, or that replicas did not acknowledge): the lock moves on if
-/// that was its last.
+/// that was its last. If the lease already ran out or the lock was taken
+/// from it, there is nothing to give back.
 pub fn take_back(ctx: Ctx, qk: &QueueKey, owner: &OwnedStr) {
-    if !ctx.select_db(qk.db) {
-        return;
-    }
-    let name = OwnedStr::new(&qk.name);
-    if !server::serves_key(ctx, &name) {
-        return;
-    }
-    let mut lock = LockKey::open(ctx, &name, Mode::Write);
-    // If the lease already ran out or the lock was taken from it, there is
-    // nothing to give back.
-    if let Ok(Some(Released::Freed)) = rules::take_back(&mut lock, owner) {
-        lock_freed(ctx, &mut lock);
-    }
+    with_served_lock(ctx, qk, false, |lock| {
+        if let Ok(Some(Released::Freed)) = rules::take_back(lock, owner) {
+            lock_freed(ctx, lock);
+        }
+    });
 }
 
 /// Puts back the deadline a renewal replaced, if `owner` still holds it.
 pub fn restore(ctx: Ctx, qk: &QueueKey, owner: &OwnedStr, deadline: Option<Millis>) {
-    if !ctx.select_db(qk.db) {
-        return;
-    }
-    let name = OwnedStr::new(&qk.name);
-    if !server::serves_key(ctx, &name) {
-        return;
-    }
-    let mut lock = LockKey::open(ctx, &name, Mode::Write);
-    if let Ok(true) = rules::restore_deadline(&mut lock, owner, deadline) {
-        let ttl = lock.ttl();
-        rearm(ctx, qk.db, &qk.name, ttl);
-    }
+    with_served_lock(ctx, qk, false, |lock| {
+        if let Ok(true) = rules::restore_deadline(lock, owner, deadline) {
+            rearm(ctx, qk.db, &qk.name, lock.ttl());
+        }
+    });
 }
 
 /// A tied connection closed: every hold of `owner` goes, and the lock moves
 /// on (as LOCK.RELEASE down to 0 would).
 pub fn release_tied(ctx: Ctx, qk: &QueueKey, owner: &OwnedStr) {
-    if !ctx.select_db(qk.db) {
-        return;
-    }
-    let name = OwnedStr::new(&qk.name);
-    if !server::serves_key(ctx, &name) {
-        return;
-    }
-    let mut lock = LockKey::open(ctx, &name, Mode::Write);
-    if let Ok(true) = rules::release_all(&mut lock, owner) {
-        stats::KEEPALIVE_RELEASED.bump();
-        lock_freed(ctx, &mut lock);
-    }
+    with_served_lock(ctx, qk, false, |lock| {
+        if let Ok(true) = rules::release_all(lock, owner) {
+            stats::KEEPALIVE_RELEASED.bump();
+            lock_freed(ctx, lock);
+        }
+    });
 }
 
 /// Renews a tied lock (the `Renew` job); unties it if its owner no longer
-/// holds it.
+/// holds it, or the key is no longer served here.
 pub fn renew_tied(ctx: Ctx, qk: &QueueKey) {
     let Some((owner, lease)) = ties::renewal(qk) else {
         return;
     };
-    if !ctx.select_db(qk.db) {
-        return;
-    }
-    let name = OwnedStr::new(&qk.name);
-    if !server::serves_key(ctx, &name) {
+    let renewed = with_served_lock(ctx, qk, false, |lock| rules::renew(lock, &owner, lease));
+    if let Some(Ok(true)) = renewed {
+        stats::KEEPALIVE_RENEWED.bump();
+        ties::reschedule(ctx, qk.clone());
+    } else {
         ties::untie(qk.db, &qk.name);
-        return;
-    }
-    let mut lock = LockKey::open(ctx, &name, Mode::Write);
-    match rules::renew(&mut lock, &owner, lease) {
-        Ok(true) => {
-            stats::KEEPALIVE_RENEWED.bump();
-            ties::reschedule(ctx, qk.clone());
-        }
-        _ => {
-            ties::untie(qk.db, &qk.name);
-        }
     }
 }
