@@ -17,8 +17,9 @@ build:
 
 # Builds the module and runs redis-server in the foreground with redis.conf
 # (port 6380, data in ./data). Try it: redis-cli -p 6380 LOCK.ACQUIRE k me
-# scripts/run-server.sh passes the data dir and the module as absolute paths
-# (tests/make_run.rs starts the server through it too).
+# redis.conf loads the module itself; its paths are relative to the repository
+# root, where scripts/run-server.sh starts it (tests/make_run.rs starts the
+# server the same way).
 run: build
 	@scripts/deps.sh run
 	@scripts/run-server.sh
@@ -70,7 +71,7 @@ fmt:
 
 clean:
 	$(CARGO) clean
-	rm -rf data .deps
+	rm -rf data/* .deps
 
 # ---- client libraries (clients/: Python, Node.js, Rust) ---------------------
 # Each suite starts its own Redis 7.0 and Valkey 9.1 servers with the module.

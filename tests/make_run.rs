@@ -1,8 +1,11 @@
 //! `make run` as a user meets it: the server is started exactly as the
-//! Makefile starts it (scripts/run-server.sh with the shipped redis.conf),
-//! only the port and the data dir are overridden, and the README's Quick
-//! start examples run against it. Before this test, a relative `loadmodule`
-//! in redis.conf was resolved inside `dir` and the server refused to start.
+//! Makefile starts it (scripts/run-server.sh: `redis-server redis.conf`
+//! with the shipped file, which loads the module itself), only the port and
+//! the directory it runs from are changed (a scratch copy of the repository
+//! root's layout: `target/release/libhashlock.so` and `data/`), and the
+//! README's Quick start examples run against it. redis.conf's paths are
+//! relative and the server changes into `dir` before it loads modules: a
+//! `loadmodule` path not relative to `dir` (as shipped once) does not start.
 //! Also run with Valkey as the server, for users who copy redis.conf there.
 
 mod common;
@@ -25,7 +28,9 @@ const READY: Duration = Duration::from_secs(15);
 struct MakeRun {
     child: Child,
     port: u16,
-    data: tempfile::TempDir,
+    /// Where it runs: `target/release/libhashlock.so` (a link to the module
+    /// under test) and `data/`, as in the repository root.
+    run: tempfile::TempDir,
 }
 
 impl MakeRun {
@@ -48,29 +53,32 @@ impl MakeRun {
 
     fn spawn(kind: Kind) -> MakeRun {
         let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let data = tempfile::Builder::new()
+        let run = tempfile::Builder::new()
             .prefix("hashlock-make-run-")
             .tempdir()
             .unwrap();
+        let release = run.path().join("target/release");
+        std::fs::create_dir_all(&release).unwrap();
+        std::os::unix::fs::symlink(module_path(), release.join("libhashlock.so")).unwrap();
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
-        let out = File::create(data.path().join("stdout.log")).unwrap();
+        let out = File::create(run.path().join("stdout.log")).unwrap();
         let child = Command::new(repo.join("scripts/run-server.sh"))
             .args(["--port", &port.to_string()])
-            .env("DATA_DIR", data.path())
-            .env("HASHLOCK_MODULE", module_path())
+            .env("RUN_DIR", run.path())
             .env("REDIS_SERVER", kind.binary())
-            // A reader runs it from anywhere: not the repository root.
+            // A reader runs `make` from the clone, but the script must not
+            // depend on the caller's directory.
             .current_dir(std::env::temp_dir())
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())
             .stderr(out)
             .spawn()
             .unwrap_or_else(|e| panic!("cannot run scripts/run-server.sh: {e}"));
-        MakeRun { child, port, data }
+        MakeRun { child, port, run }
     }
 
     /// Until our process (run-server.sh execs the server, so the pid is the
@@ -82,9 +90,7 @@ impl MakeRun {
             if let Ok(Some(status)) = self.child.try_wait() {
                 return Err(format!("exited with {status}"));
             }
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                let info = Client::connect(self.port).cmd(&["INFO", "server"]);
-                let info = String::from_utf8_lossy(info.as_bytes()).into_owned();
+            if let Some(info) = server_info(self.port) {
                 if testkit::info_value(&info, "process_id") == Some(pid.as_str()) {
                     return Ok(());
                 }
@@ -98,13 +104,39 @@ impl MakeRun {
     }
 
     fn output(&self) -> String {
-        std::fs::read_to_string(self.data.path().join("stdout.log")).unwrap_or_default()
+        std::fs::read_to_string(self.run.path().join("stdout.log")).unwrap_or_default()
     }
 
     fn config(&self, name: &str) -> String {
         let r = Client::connect(self.port).cmd(&["CONFIG", "GET", name]);
         r.as_array()[1].as_str().to_string()
     }
+}
+
+/// `INFO server` from whatever answers on `port`, or `None` if nothing
+/// does yet (or it hangs up: a server still starting, or one that lost the
+/// port and is exiting).
+fn server_info(port: u16) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
+    s.write_all(b"*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n").ok()?;
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 4096];
+    // One bulk reply; read until its `process_id` line is complete.
+    let has_pid = |r: &[u8]| {
+        let text = String::from_utf8_lossy(r);
+        text.split_once("process_id:")
+            .is_some_and(|(_, rest)| rest.contains("\r\n"))
+    };
+    while !has_pid(&reply) {
+        let n = s.read(&mut buf).ok()?;
+        if n == 0 {
+            return None;
+        }
+        reply.extend_from_slice(&buf[..n]);
+    }
+    Some(String::from_utf8_lossy(&reply).into_owned())
 }
 
 impl Drop for MakeRun {
@@ -123,28 +155,25 @@ fn shipped_config_serves_the_module(kind: Kind) {
         p.canonicalize()
             .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
     };
-    assert_eq!(
-        canonical(Path::new(&s.config("dir"))),
-        canonical(s.data.path())
-    );
-    // The module, from its absolute path.
+    let data = s.run.path().join("data");
+    assert_eq!(canonical(Path::new(&s.config("dir"))), canonical(&data));
+    // The module, loaded by redis.conf itself, found from the data dir.
     let modules = Client::connect(s.port).cmd(&["MODULE", "LIST"]);
     let lock = modules
         .as_array()
         .iter()
         .find(|m| m.map_get("name").map(Reply::as_str) == Some("lock"))
         .unwrap_or_else(|| panic!("module `lock` not loaded: {modules:?}"));
-    assert_eq!(
-        PathBuf::from(lock.map_get("path").unwrap().as_str()),
-        module_path()
-    );
+    let path = PathBuf::from(lock.map_get("path").unwrap().as_str());
+    assert_eq!(path, PathBuf::from("../target/release/libhashlock.so"));
+    assert_eq!(canonical(&data.join(&path)), canonical(&module_path()));
     // The rest of redis.conf applied.
     assert_eq!(s.config("lock.default-lease-ms"), "30000");
     assert_eq!(s.config("maxmemory-policy"), "noeviction");
     assert_eq!(s.config("appendonly"), "yes");
     assert_eq!(s.config("bind"), "127.0.0.1 -::1");
     // Persistence writes into the data dir given, not next to redis.conf.
-    let aof = s.data.path().join("appendonlydir");
+    let aof = data.join("appendonlydir");
     assert!(aof.is_dir(), "{} missing", aof.display());
 }
 per_kind!(shipped_config_serves_the_module);
