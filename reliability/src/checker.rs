@@ -63,6 +63,51 @@ pub struct Process<'a> {
     pub killed_at: Option<u64>,
 }
 
+impl<'a> Process<'a> {
+    /// A process for each (name, events) history, SIGKILLed when
+    /// `killed_at(name)` says.
+    pub fn all(
+        histories: &'a [(String, Vec<Event>)],
+        killed_at: impl Fn(&str) -> Option<u64>,
+    ) -> Vec<Process<'a>> {
+        histories
+            .iter()
+            .map(|(name, events)| Process {
+                name: name.clone(),
+                events,
+                killed_at: killed_at(name),
+            })
+            .collect()
+    }
+}
+
+/// Negative control: the overlaps found in the same histories when every
+/// lease is taken as 3x what was granted (a client that trusts its lease
+/// past the server's deadline). Non-zero shows the checker has teeth on
+/// this data: expired leases really were taken over.
+pub fn overlaps_with_leases_tripled(
+    histories: &[(String, Vec<Event>)],
+    killed_at: impl Fn(&str) -> Option<u64>,
+) -> usize {
+    let inflated: Vec<(String, Vec<Event>)> = histories
+        .iter()
+        .map(|(name, events)| {
+            let events = events
+                .iter()
+                .cloned()
+                .map(|mut e| {
+                    if let Op::Acquire { lease_ms, .. } | Op::Renew { lease_ms, .. } = &mut e.op {
+                        *lease_ms *= 3;
+                    }
+                    e
+                })
+                .collect();
+            (name.clone(), events)
+        })
+        .collect();
+    check(&Process::all(&inflated, killed_at), &HashMap::new()).overlaps()
+}
+
 /// The end of a window tied to its connection: none until the connection
 /// closes (a release, or the process's death).
 const TIED: u64 = u64::MAX;
@@ -238,6 +283,14 @@ pub struct Verdict {
 impl Verdict {
     pub fn ok(&self) -> bool {
         self.violations.is_empty()
+    }
+
+    /// How many of the violations are two owners at once.
+    pub fn overlaps(&self) -> usize {
+        self.violations
+            .iter()
+            .filter(|v| matches!(v, Violation::Overlap { .. }))
+            .count()
     }
 }
 

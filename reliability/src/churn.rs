@@ -19,7 +19,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use testkit::{Client, Kind, Reply, Server};
@@ -28,14 +28,10 @@ use crate::checker::{self, Process, Verdict};
 use crate::clock::{MS, mono_ns};
 use crate::history::{self, Op, Outcome};
 use crate::report::{Section, fmt_int};
+use crate::round;
 use crate::servers;
+use crate::workers::{self, Slot};
 use testkit::rng::Rng;
-
-/// Leaves this much of the safe window free before each step of a critical
-/// section: the next reply must come back within it (a client paused longer
-/// than that writes "late", which the checker reports separately).
-const MARGIN_BEFORE_SECTION_MS: u64 = 30;
-const MARGIN_BEFORE_WRITE_MS: u64 = 20;
 
 /// A killed holder's tied lock must move on within this (KEEPALIVE
 /// workers' leases are 900-1800 ms and renewed every third: a lock left to
@@ -193,9 +189,15 @@ pub fn outcome(r: Reply) -> Outcome {
     }
 }
 
-impl Worker {
-    /// One call, recorded: (invoke ns, outcome).
-    fn call(&mut self, op: Op) -> (u64, Outcome) {
+/// One server: every call has a reply, and nothing needs confirming.
+impl round::Driver for Worker {
+    type Abandon = std::convert::Infallible;
+
+    fn rng(&mut self) -> &mut Rng {
+        &mut self.rng
+    }
+
+    fn call(&mut self, op: Op) -> Result<(u64, Outcome), Self::Abandon> {
         let args = op_args(&op);
         let t0 = mono_ns();
         let seq = self.h.invoke(&op, t0);
@@ -203,29 +205,24 @@ impl Worker {
         let t1 = mono_ns();
         let out = outcome(reply);
         self.h.returned(seq, t1, &out);
-        (t0, out)
+        Ok((t0, out))
     }
 
-    fn renew(&mut self, key: &str, owner: &[u8], lease_ms: i64, end: &mut u64) -> bool {
-        let (t0, out) = self.call(Op::Renew {
-            key: key.to_string(),
-            owner: owner.to_vec(),
-            lease_ms,
-            keepalive: false,
-        });
-        if out == Outcome::Int(1) {
-            *end = t0 + lease_ms as u64 * MS;
-            true
-        } else {
-            *end = 0;
-            false
-        }
+    fn confirm(&mut self, _key: &str) -> Result<(), Self::Abandon> {
+        Ok(())
+    }
+}
+
+impl Worker {
+    /// One call, recorded: (invoke ns, outcome).
+    fn call(&mut self, op: Op) -> (u64, Outcome) {
+        let Ok(done) = round::Driver::call(self, op);
+        done
     }
 
     fn round(&mut self) {
         let rng = &mut self.rng;
         let key = format!("lk{}", rng.below(self.keys as u64));
-        let lease = rng.range(50, 500);
         let owner = if rng.chance(5) {
             b"*".to_vec()
         } else {
@@ -241,100 +238,7 @@ impl Worker {
         } else {
             None
         };
-        let (t0, out) = self.call(Op::Acquire {
-            key: key.clone(),
-            owner: owner.clone(),
-            lease_ms: lease,
-            block_ms: block,
-            keepalive: false,
-        });
-        // More than 1: this owner walked away from the lock earlier and the
-        // lease has not run out yet, so this is a re-entry.
-        let (owner, first_holds) = match out {
-            Outcome::Int(n) if n >= 1 => (owner, n),
-            Outcome::Bulk(uuid) => (uuid, 1),
-            _ => {
-                // Busy (or an error the checker reports): try again soon.
-                let pause = self.rng.below(3);
-                std::thread::sleep(Duration::from_millis(pause));
-                return;
-            }
-        };
-        // The safe window ends `lease` after the invocation.
-        let mut end = t0 + lease as u64 * MS;
-        let mut holds = first_holds;
-
-        if self.rng.chance(20) {
-            let lease = self.rng.range(50, 500);
-            let (t0, out) = self.call(Op::Acquire {
-                key: key.clone(),
-                owner: owner.clone(),
-                lease_ms: lease,
-                block_ms: None,
-                keepalive: false,
-            });
-            match out {
-                Outcome::Int(n) => {
-                    holds = n;
-                    end = t0 + lease as u64 * MS;
-                }
-                _ => end = 0,
-            }
-        }
-
-        if self.rng.chance(85) && end > 0 {
-            let hold = self.rng.range(0, 20) as u64;
-            if mono_ns() + (hold + MARGIN_BEFORE_SECTION_MS) * MS > end {
-                // Not enough lease left for the section: the watchdog's job.
-                let lease = self.rng.range((hold as i64 + 60).max(50), 500);
-                self.renew(&key, &owner, lease, &mut end);
-            }
-            if end > 0 && mono_ns() + (hold + MARGIN_BEFORE_SECTION_MS) * MS <= end {
-                let (_, got) = self.call(Op::Get { key: key.clone() });
-                let value = match got {
-                    Outcome::Bulk(b) => std::str::from_utf8(&b)
-                        .ok()
-                        .and_then(|s| s.parse::<i64>().ok())
-                        .unwrap_or(0),
-                    _ => 0,
-                };
-                let renew_midway = self.rng.chance(15);
-                if renew_midway {
-                    std::thread::sleep(Duration::from_millis(hold / 2));
-                    let lease = self.rng.range(60, 500);
-                    self.renew(&key, &owner, lease, &mut end);
-                    std::thread::sleep(Duration::from_millis(hold - hold / 2));
-                } else {
-                    std::thread::sleep(Duration::from_millis(hold));
-                }
-                // Write only with time to spare; otherwise abandon the
-                // section (the write could land after someone else's read).
-                if end > 0 && mono_ns() + MARGIN_BEFORE_WRITE_MS * MS < end {
-                    self.call(Op::Set {
-                        key: key.clone(),
-                        value: value + 1,
-                    });
-                }
-            }
-        }
-
-        if self.rng.chance(10) && end > 0 {
-            let lease = self.rng.range(50, 500);
-            self.renew(&key, &owner, lease, &mut end);
-        }
-        if self.rng.chance(5) {
-            // Walk away: the lease frees the lock (and serves waiters).
-            return;
-        }
-        for _ in 0..holds {
-            let (_, out) = self.call(Op::Release {
-                key: key.clone(),
-                owner: owner.clone(),
-            });
-            if !matches!(out, Outcome::Int(n) if n > 0) {
-                break;
-            }
-        }
+        let Ok(()) = round::plain(self, key, owner, block);
     }
 }
 
@@ -393,13 +297,7 @@ impl Worker {
                 self.rng.range(0, 400)
             } as u64;
             let (_, got) = self.call(Op::Get { key: key.clone() });
-            let value = match got {
-                Outcome::Bulk(b) => std::str::from_utf8(&b)
-                    .ok()
-                    .and_then(|s| s.parse::<i64>().ok())
-                    .unwrap_or(0),
-                _ => 0,
-            };
+            let value = round::counter_value(&got);
             if self.rng.chance(15) {
                 std::thread::sleep(Duration::from_millis(hold / 2));
                 let lease = self.rng.range(900, 1800);
@@ -444,13 +342,6 @@ impl Worker {
 }
 
 // ---- the runner ----
-
-struct Slot {
-    id: usize,
-    incarnation: u32,
-    child: Child,
-    stderr: PathBuf,
-}
 
 fn spawn(cfg: &Config, port: u16, dir: &Path, id: usize, incarnation: u32, until: u64) -> Slot {
     let out = dir.join(format!("w{id}.{incarnation}.hist"));
@@ -516,7 +407,7 @@ pub fn run(cfg: &Config) -> Outcomes {
         // A worker that exits before the end died on its own.
         for s in &mut slots {
             if let Ok(Some(status)) = s.child.try_wait() {
-                worker_failures.push(failure_text(s, &format!("exited early: {status}")));
+                worker_failures.push(s.failure(&format!("exited early: {status}")));
                 s.incarnation += 1;
                 let (id, inc) = (s.id, s.incarnation);
                 *s = spawn(cfg, server.port, dir.path(), id, inc, until);
@@ -578,50 +469,15 @@ pub fn run(cfg: &Config) -> Outcomes {
         std::thread::sleep(Duration::from_millis(10));
     }
     // Workers stop on their own at `until` (a BLOCK may keep one a little).
-    let grace = until + 20_000 * MS;
-    for s in &mut slots {
-        loop {
-            match s.child.try_wait() {
-                Ok(Some(status)) => {
-                    if !status.success() {
-                        worker_failures.push(failure_text(s, &format!("exited with {status}")));
-                    }
-                    break;
-                }
-                _ if mono_ns() > grace => {
-                    let _ = s.child.kill();
-                    let _ = s.child.wait();
-                    worker_failures.push(failure_text(s, "did not stop 20 s after the end"));
-                    break;
-                }
-                _ => std::thread::sleep(Duration::from_millis(10)),
-            }
-        }
-    }
+    worker_failures.extend(workers::wait_all(
+        &mut slots,
+        until,
+        Duration::from_secs(20),
+    ));
 
     // The histories and the final counters.
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir.path())
-        .expect("read dir")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "hist"))
-        .collect();
-    files.sort();
-    let histories: Vec<(String, Vec<history::Event>)> = files
-        .iter()
-        .map(|p| {
-            let name = p.file_stem().unwrap().to_string_lossy().into_owned();
-            let events = history::read(p).unwrap_or_else(|e| panic!("{e}"));
-            (name, events)
-        })
-        .collect();
-    let processes: Vec<Process<'_>> = histories
-        .iter()
-        .map(|(name, events)| Process {
-            name: name.clone(),
-            events,
-            killed_at: killed_at.get(name).copied(),
-        })
-        .collect();
+    let histories = history::read_all(dir.path());
+    let processes = Process::all(&histories, |name| killed_at.get(name).copied());
     let mut admin = server.client();
     let mut counters = HashMap::new();
     for k in 0..cfg.keys {
@@ -635,49 +491,11 @@ pub fn run(cfg: &Config) -> Outcomes {
     verdict
         .violations
         .extend(checker::check_handovers(&handovers, MOVED_ON_BOUND_MS));
-    let inflated: Vec<(String, Vec<history::Event>)> = histories
-        .iter()
-        .map(|(name, events)| {
-            let events = events
-                .iter()
-                .cloned()
-                .map(|mut e| {
-                    match &mut e.op {
-                        Op::Acquire { lease_ms, .. } | Op::Renew { lease_ms, .. } => *lease_ms *= 3,
-                        _ => {}
-                    }
-                    e
-                })
-                .collect();
-            (name.clone(), events)
-        })
-        .collect();
-    let control: Vec<Process<'_>> = inflated
-        .iter()
-        .map(|(name, events)| Process {
-            name: name.clone(),
-            events,
-            killed_at: killed_at.get(name).copied(),
-        })
-        .collect();
-    let control_overlaps = checker::check(&control, &HashMap::new())
-        .violations
-        .iter()
-        .filter(|v| matches!(v, checker::Violation::Overlap { .. }))
-        .count();
-    let late: Vec<Process<'_>> = histories
-        .iter()
-        .map(|(name, events)| Process {
-            name: name.clone(),
-            events,
-            killed_at: killed_at.get(name).map(|&k| k + 50 * MS),
-        })
-        .collect();
-    let control_tied_overlaps = checker::check(&late, &HashMap::new())
-        .violations
-        .iter()
-        .filter(|v| matches!(v, checker::Violation::Overlap { .. }))
-        .count();
+    // Negative controls (see `Outcomes`).
+    let control_overlaps =
+        checker::overlaps_with_leases_tripled(&histories, |name| killed_at.get(name).copied());
+    let late = Process::all(&histories, |name| killed_at.get(name).map(|&k| k + 50 * MS));
+    let control_tied_overlaps = checker::check(&late, &HashMap::new()).overlaps();
     let server_problems = servers::health(&server);
     let lock_stats = servers::lock_stats(&server);
     if !verdict.ok() || !worker_failures.is_empty() {
@@ -734,12 +552,6 @@ fn watch_move(admin: &mut Client, key: &str, owner: &[u8], killed: u64) -> Optio
         }
         std::thread::sleep(Duration::from_micros(200));
     }
-}
-
-fn failure_text(s: &Slot, what: &str) -> String {
-    let err = std::fs::read_to_string(&s.stderr).unwrap_or_default();
-    let err: String = err.lines().take(6).collect::<Vec<_>>().join(" | ");
-    format!("worker w{}.{} {what}: {err}", s.id, s.incarnation)
 }
 
 /// Runs every combination and renders the section.

@@ -19,20 +19,21 @@
 //! reshard completes, every node ends with no client blocked.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use testkit::cluster::key_in_slot;
 use testkit::rng::Rng;
 use testkit::{Cluster, Kind, Reply, info_value, wait_until};
 
-use crate::checker::{self, Process, Verdict, Violation};
-use crate::clock::{MS, mono_ns};
+use crate::checker::{self, Process, Verdict};
+use crate::clock::mono_ns;
 use crate::cluster_client::RetryStats;
-use crate::history::{self, Op};
+use crate::history;
 use crate::report::{Section, fmt_int};
 use crate::servers;
+use crate::workers::{self, Slot};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step {
@@ -81,13 +82,6 @@ pub struct Outcomes {
     pub aborted: Option<String>,
 }
 
-struct Slot {
-    id: usize,
-    incarnation: u32,
-    child: Child,
-    stderr: PathBuf,
-}
-
 struct Spawner<'a> {
     ports: String,
     keys: String,
@@ -132,12 +126,6 @@ impl Spawner<'_> {
             stderr,
         }
     }
-}
-
-fn failure_text(s: &Slot, what: &str) -> String {
-    let err = std::fs::read_to_string(&s.stderr).unwrap_or_default();
-    let err: String = err.lines().take(6).collect::<Vec<_>>().join(" | ");
-    format!("worker w{}.{} {what}: {err}", s.id, s.incarnation)
 }
 
 fn panic_text(e: Box<dyn std::any::Any + Send>) -> String {
@@ -293,7 +281,7 @@ pub fn run(cfg: &Config) -> Outcomes {
         }
         for s in &mut slots {
             if let Ok(Some(status)) = s.child.try_wait() {
-                worker_failures.push(failure_text(s, &format!("exited early: {status}")));
+                worker_failures.push(s.failure(&format!("exited early: {status}")));
                 let (id, inc) = (s.id, s.incarnation + 1);
                 *s = spawner.spawn(id, inc);
             }
@@ -354,57 +342,25 @@ pub fn run(cfg: &Config) -> Outcomes {
 
     // Workers end on their own at `until`; a hung call is given up after
     // at most BLOCK0_LIMIT + the client's retry time.
-    let grace = until + 45_000 * MS;
-    for s in &mut slots {
-        loop {
-            match s.child.try_wait() {
-                Ok(Some(status)) => {
-                    if !status.success() {
-                        worker_failures.push(failure_text(s, &format!("exited with {status}")));
-                    }
-                    break;
-                }
-                _ if mono_ns() > grace => {
-                    let _ = s.child.kill();
-                    let _ = s.child.wait();
-                    worker_failures.push(failure_text(s, "did not stop 45 s after the end"));
-                    break;
-                }
-                _ => std::thread::sleep(Duration::from_millis(20)),
-            }
+    worker_failures.extend(workers::wait_all(
+        &mut slots,
+        until,
+        Duration::from_secs(45),
+    ));
+
+    let mut retries = RetryStats::default();
+    for entry in std::fs::read_dir(dir.path()).expect("read dir") {
+        let Ok(p) = entry.map(|e| e.path()) else {
+            continue;
+        };
+        if p.extension().is_some_and(|x| x == "stats") {
+            retries.add(&RetryStats::parse(
+                &std::fs::read_to_string(&p).unwrap_or_default(),
+            ));
         }
     }
-
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir.path())
-        .expect("read dir")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .collect();
-    files.sort();
-    let mut retries = RetryStats::default();
-    for p in files
-        .iter()
-        .filter(|p| p.extension().is_some_and(|x| x == "stats"))
-    {
-        retries.add(&RetryStats::parse(
-            &std::fs::read_to_string(p).unwrap_or_default(),
-        ));
-    }
-    let histories: Vec<(String, Vec<history::Event>)> = files
-        .iter()
-        .filter(|p| p.extension().is_some_and(|x| x == "hist"))
-        .map(|p| {
-            let name = p.file_stem().unwrap().to_string_lossy().into_owned();
-            (name, history::read(p).unwrap_or_else(|e| panic!("{e}")))
-        })
-        .collect();
-    let processes: Vec<Process<'_>> = histories
-        .iter()
-        .map(|(name, events)| Process {
-            name: name.clone(),
-            events,
-            killed_at: None,
-        })
-        .collect();
+    let histories = history::read_all(dir.path());
+    let processes = Process::all(&histories, |_| None);
     let mut counters = HashMap::new();
     let mut server_problems = Vec::new();
     for key in &keys {
@@ -424,7 +380,7 @@ pub fn run(cfg: &Config) -> Outcomes {
         }
     }
     let verdict = checker::check(&processes, &counters);
-    let control_overlaps = control(&histories);
+    let control_overlaps = checker::overlaps_with_leases_tripled(&histories, |_| None);
 
     for i in 0..cluster.nodes().len() {
         let s = cluster.server(i);
@@ -461,41 +417,6 @@ pub fn run(cfg: &Config) -> Outcomes {
         control_overlaps,
         aborted,
     }
-}
-
-/// Overlaps found when every lease is taken as 3x what was granted: real
-/// take-overs of expired leases, proof that the checker has teeth on these
-/// histories (see R1).
-fn control(histories: &[(String, Vec<history::Event>)]) -> usize {
-    let inflated: Vec<(String, Vec<history::Event>)> = histories
-        .iter()
-        .map(|(name, events)| {
-            let events = events
-                .iter()
-                .cloned()
-                .map(|mut e| {
-                    if let Op::Acquire { lease_ms, .. } | Op::Renew { lease_ms, .. } = &mut e.op {
-                        *lease_ms *= 3;
-                    }
-                    e
-                })
-                .collect();
-            (name.clone(), events)
-        })
-        .collect();
-    let procs: Vec<Process<'_>> = inflated
-        .iter()
-        .map(|(name, events)| Process {
-            name: name.clone(),
-            events,
-            killed_at: None,
-        })
-        .collect();
-    checker::check(&procs, &HashMap::new())
-        .violations
-        .iter()
-        .filter(|v| matches!(v, Violation::Overlap { .. }))
-        .count()
 }
 
 /// Runs one configuration per kind and seed and renders the section.

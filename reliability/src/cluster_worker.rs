@@ -26,9 +26,8 @@ use crate::churn::{WAIT_ACK_MS, op_args, outcome};
 use crate::clock::{MS, mono_ns};
 use crate::cluster_client::{CallResult, ClusterClient};
 use crate::history::{self, Op, Outcome};
+use crate::round;
 
-const MARGIN_BEFORE_SECTION_MS: u64 = 30;
-const MARGIN_BEFORE_WRITE_MS: u64 = 20;
 /// How long a BLOCK 0 waiter may wait before it counts as hung: far more
 /// than a queue of every other worker holding for a full lease.
 pub const BLOCK0_LIMIT: Duration = Duration::from_secs(15);
@@ -110,9 +109,13 @@ fn key_of(op: &Op) -> &str {
     }
 }
 
-impl Worker {
-    fn me(&self) -> Vec<u8> {
-        format!("w{}.{}.{}", self.id, self.incarnation, self.generation).into_bytes()
+/// A cluster: a call may have no known outcome, and a write counts only
+/// once a replica has it.
+impl round::Driver for Worker {
+    type Abandon = Abandon;
+
+    fn rng(&mut self) -> &mut Rng {
+        &mut self.rng
     }
 
     /// One call, recorded. `Err`: its outcome is unknown (nothing or HUNG
@@ -150,34 +153,15 @@ impl Worker {
             _ => Err(Abandon),
         }
     }
+}
 
-    /// Renews; Ok(true) with `end` moved when renewed and confirmed.
-    fn renew(
-        &mut self,
-        key: &str,
-        owner: &[u8],
-        lease_ms: i64,
-        end: &mut u64,
-    ) -> Result<bool, Abandon> {
-        let (t0, out) = self.call(Op::Renew {
-            key: key.to_string(),
-            owner: owner.to_vec(),
-            lease_ms,
-            keepalive: false,
-        })?;
-        if out == Outcome::Int(1) {
-            self.confirm(key)?;
-            *end = t0 + lease_ms as u64 * MS;
-            Ok(true)
-        } else {
-            *end = 0;
-            Ok(false)
-        }
+impl Worker {
+    fn me(&self) -> Vec<u8> {
+        format!("w{}.{}.{}", self.id, self.incarnation, self.generation).into_bytes()
     }
 
     fn round(&mut self) -> Result<(), Abandon> {
         let key = self.keys[self.rng.below(self.keys.len() as u64) as usize].clone();
-        let lease = self.rng.range(50, 500);
         let owner = if self.rng.chance(5) {
             b"*".to_vec()
         } else {
@@ -195,96 +179,6 @@ impl Worker {
         } else {
             None
         };
-        let (t0, out) = self.call(Op::Acquire {
-            key: key.clone(),
-            owner: owner.clone(),
-            lease_ms: lease,
-            block_ms: block,
-            keepalive: false,
-        })?;
-        let (owner, first_holds) = match out {
-            Outcome::Int(n) if n >= 1 => (owner, n),
-            Outcome::Bulk(uuid) => (uuid, 1),
-            _ => {
-                let pause = self.rng.below(3);
-                std::thread::sleep(Duration::from_millis(pause));
-                return Ok(());
-            }
-        };
-        self.confirm(&key)?;
-        let mut end = t0 + lease as u64 * MS;
-        let mut holds = first_holds;
-
-        if self.rng.chance(20) {
-            let lease = self.rng.range(50, 500);
-            let (t0, out) = self.call(Op::Acquire {
-                key: key.clone(),
-                owner: owner.clone(),
-                lease_ms: lease,
-                block_ms: None,
-                keepalive: false,
-            })?;
-            match out {
-                Outcome::Int(n) => {
-                    self.confirm(&key)?;
-                    holds = n;
-                    end = t0 + lease as u64 * MS;
-                }
-                _ => end = 0,
-            }
-        }
-
-        if self.rng.chance(85) && end > 0 {
-            let hold = self.rng.range(0, 20) as u64;
-            if mono_ns() + (hold + MARGIN_BEFORE_SECTION_MS) * MS > end {
-                let lease = self.rng.range((hold as i64 + 60).max(50), 500);
-                self.renew(&key, &owner, lease, &mut end)?;
-            }
-            if end > 0 && mono_ns() + (hold + MARGIN_BEFORE_SECTION_MS) * MS <= end {
-                let (_, got) = self.call(Op::Get { key: key.clone() })?;
-                let value = match got {
-                    Outcome::Bulk(b) => std::str::from_utf8(&b)
-                        .ok()
-                        .and_then(|s| s.parse::<i64>().ok())
-                        .unwrap_or(0),
-                    _ => 0,
-                };
-                if self.rng.chance(15) {
-                    std::thread::sleep(Duration::from_millis(hold / 2));
-                    let lease = self.rng.range(60, 500);
-                    self.renew(&key, &owner, lease, &mut end)?;
-                    std::thread::sleep(Duration::from_millis(hold - hold / 2));
-                } else {
-                    std::thread::sleep(Duration::from_millis(hold));
-                }
-                if end > 0 && mono_ns() + MARGIN_BEFORE_WRITE_MS * MS < end {
-                    let (_, set) = self.call(Op::Set {
-                        key: key.clone(),
-                        value: value + 1,
-                    })?;
-                    if set == Outcome::Ok {
-                        self.confirm(&key)?;
-                    }
-                }
-            }
-        }
-
-        if self.rng.chance(10) && end > 0 {
-            let lease = self.rng.range(50, 500);
-            self.renew(&key, &owner, lease, &mut end)?;
-        }
-        if self.rng.chance(5) {
-            return Ok(());
-        }
-        for _ in 0..holds {
-            let (_, out) = self.call(Op::Release {
-                key: key.clone(),
-                owner: owner.clone(),
-            })?;
-            if !matches!(out, Outcome::Int(n) if n > 0) {
-                break;
-            }
-        }
-        Ok(())
+        round::plain(self, key, owner, block)
     }
 }

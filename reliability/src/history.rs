@@ -189,6 +189,23 @@ pub fn read(path: &Path) -> Result<Vec<Event>, String> {
     parse(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
+/// Every `<name>.hist` file in `dir`, read, by name.
+pub fn read_all(dir: &Path) -> Vec<(String, Vec<Event>)> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "hist"))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .map(|p| {
+            let name = p.file_stem().unwrap().to_string_lossy().into_owned();
+            (name, read(p).unwrap_or_else(|e| panic!("{e}")))
+        })
+        .collect()
+}
+
 pub fn parse(text: &str) -> Result<Vec<Event>, String> {
     let mut events: Vec<Event> = Vec::new();
     let complete = match text.rfind('\n') {

@@ -1,7 +1,8 @@
 //! hashlock's reliability suite (`make test` runs the short versions,
 //! `make soak` the long ones and prints the figures).
 //!
-//! - R1 [`churn`]: mutual exclusion under churn, judged by [`checker`]
+//! - R1 [`churn`]: mutual exclusion under churn, judged by [`checker`]; its
+//!   round ([`round`]) and worker processes ([`workers`]) serve R6 too
 //! - R2 [`crash`]: kill -9 / DEBUG RELOAD / SHUTDOWN and restart
 //! - R3 [`failover`]: primary + replica, promotion; [`promotions`]: churn
 //!   across promotions of one of two replicas, with and without REPLICAS
@@ -31,4 +32,6 @@ pub mod leaks;
 pub mod model;
 pub mod promotions;
 pub mod report;
+pub mod round;
 pub mod servers;
+pub mod workers;

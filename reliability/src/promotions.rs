@@ -31,7 +31,7 @@ use std::time::Duration;
 use testkit::rng::Rng;
 use testkit::{Client, Kind, Reply, Server};
 
-use crate::checker::{self, Process, Verdict, Violation};
+use crate::checker::{self, Process, Verdict};
 use crate::clock::{MS, mono_ns};
 use crate::history::{Event, Op, Outcome};
 use crate::report::{Section, fmt_int};
@@ -438,14 +438,7 @@ pub fn run(cfg: &Config) -> Outcomes {
             )
         })
         .collect();
-    let processes: Vec<Process<'_>> = histories
-        .iter()
-        .map(|(name, events)| Process {
-            name: name.clone(),
-            events,
-            killed_at: None,
-        })
-        .collect();
+    let processes = Process::all(&histories, |_| None);
     let verdict = checker::check(&processes, &HashMap::new());
     let all: Vec<&Call> = results.iter().flat_map(|(_, c)| c.iter()).collect();
     let (tokens, token_regressions, token_examples) = token_order(&all);
@@ -637,12 +630,7 @@ pub fn lines(sec: &mut Section, kinds: &[Kind], promotions: usize, churn: Durati
                 seed: 900 + promotions as u64,
             };
             let o = run(&cfg);
-            let overlaps = o
-                .verdict
-                .violations
-                .iter()
-                .filter(|v| matches!(v, Violation::Overlap { .. }))
-                .count();
+            let overlaps = o.verdict.overlaps();
             let others = o.verdict.violations.len() - overlaps;
             sec.line(format!(
                 "| {kind} | {} | {} ({} / {}) | {} | {} | {} | **{}** | **{}** | {} | {} | **{}** |",
