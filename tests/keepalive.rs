@@ -293,40 +293,7 @@ fn renewal_stream_carries_pexpireat(kind: Kind) {
     let mut p = primary.client();
     let last = pexpiretime(&mut p, "k");
     p.cmd(&["SET", "marker", "1"]);
-    let mut effects: Vec<Vec<Vec<u8>>> = Vec::new();
-    loop {
-        let got = fake
-            .try_read_reply(5 * SECOND)
-            .expect("replication stream stalled");
-        let cmd: Vec<Vec<u8>> = got
-            .as_array()
-            .iter()
-            .map(|a| a.as_bytes().to_vec())
-            .collect();
-        let name = String::from_utf8_lossy(&cmd[0]).to_ascii_uppercase();
-        if matches!(
-            name.as_str(),
-            "PING" | "SELECT" | "MULTI" | "EXEC" | "REPLCONF"
-        ) {
-            continue;
-        }
-        if name == "SET" && cmd[1] == b"marker" {
-            break;
-        }
-        effects.push(cmd);
-    }
-    let show = || {
-        effects
-            .iter()
-            .map(|c| {
-                c.iter()
-                    .map(|a| a.escape_ascii().to_string())
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
+    let effects = read_stream_until(&mut fake, "1", &mut Vec::new());
     assert_eq!(
         effects[0],
         vec![
@@ -339,19 +306,19 @@ fn renewal_stream_carries_pexpireat(kind: Kind) {
     let renewals: Vec<i64> = effects[1..]
         .iter()
         .map(|c| {
-            assert_eq!(c.len(), 3, "{kind}: {}", show());
+            assert_eq!(c.len(), 3, "{kind}: {}", show(&effects));
             assert_eq!(
                 c[0],
                 b"PEXPIREAT",
                 "{kind}: only PEXPIREAT after the grant:\n{}",
-                show()
+                show(&effects)
             );
             assert_eq!(c[1], b"k");
             String::from_utf8_lossy(&c[2]).parse().expect("deadline")
         })
         .collect();
     // The grant's own PEXPIREAT, then at least two renewals in 700 ms.
-    assert!(renewals.len() >= 3, "{kind}:\n{}", show());
+    assert!(renewals.len() >= 3, "{kind}:\n{}", show(&effects));
     assert!(
         renewals.windows(2).all(|w| w[0] < w[1]),
         "{kind}: {renewals:?}"

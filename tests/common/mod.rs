@@ -127,3 +127,50 @@ pub fn read_timed(c: &mut Client) -> Timed {
 }
 
 pub mod topology;
+
+/// Reads commands from a fake replica's stream (a client that sent `SYNC`)
+/// until `SET marker <marker>`; returns them without the keep-alive and
+/// framing commands. `all` gets every command read, framing included.
+#[track_caller]
+pub fn read_stream_until(
+    fake: &mut Client,
+    marker: &str,
+    all: &mut Vec<Vec<Vec<u8>>>,
+) -> Vec<Vec<Vec<u8>>> {
+    let mut effects = Vec::new();
+    loop {
+        let got = fake
+            .try_read_reply(std::time::Duration::from_secs(5))
+            .expect("replication stream stalled");
+        let cmd: Vec<Vec<u8>> = got
+            .as_array()
+            .iter()
+            .map(|a| a.as_bytes().to_vec())
+            .collect();
+        all.push(cmd.clone());
+        let name = String::from_utf8_lossy(&cmd[0]).to_ascii_uppercase();
+        if matches!(
+            name.as_str(),
+            "PING" | "SELECT" | "MULTI" | "EXEC" | "REPLCONF"
+        ) {
+            continue;
+        }
+        if name == "SET" && cmd[1] == b"marker" && cmd[2] == marker.as_bytes() {
+            return effects;
+        }
+        effects.push(cmd);
+    }
+}
+
+/// Commands as text, one a line (for assertion messages).
+pub fn show(cmds: &[Vec<Vec<u8>>]) -> String {
+    cmds.iter()
+        .map(|c| {
+            c.iter()
+                .map(|a| a.escape_ascii().to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
