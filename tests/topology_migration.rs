@@ -253,6 +253,108 @@ fn drain_queue(
     }
 }
 
+/// Where both single-slot migrations start: A holds `key` on `src` twice
+/// (count 2), two waiters (RESP2, RESP3) queue behind it, and the source's
+/// replica is watched for writes to the key.
+struct HeldWithWaiters {
+    holder: Client,
+    deadline: i64,
+    replica: usize,
+    watch: WriteWatch,
+    waiters: Vec<Waiter>,
+}
+
+#[track_caller]
+fn hold_with_waiters(
+    cluster: &Cluster,
+    src: usize,
+    key: &str,
+    waiters: [&str; 2],
+) -> HeldWithWaiters {
+    let s = cluster.server(src);
+    let mut holder = s.client();
+    for n in 1..=2 {
+        assert_eq!(
+            holder.cmd(&["LOCK.ACQUIRE", key, "A", "PX", "60000"]),
+            Reply::Int(n)
+        );
+    }
+    let deadline = holder.cmd(&["PEXPIRETIME", key]).as_int();
+    let replica = cluster.replica_of(src);
+    let watch = WriteWatch::start(cluster.server(replica), key);
+    let waiters = vec![
+        Waiter::park(s, key, waiters[0], false),
+        Waiter::park(s, key, waiters[1], true),
+    ];
+    assert!(wait_waiters(s, key, 2), "waiters did not queue on {key}");
+    HeldWithWaiters {
+        holder,
+        deadline,
+        replica,
+        watch,
+        waiters,
+    }
+}
+
+/// Every waiter on the source `source` must be answered ASK/MOVED to
+/// `target` within ANSWER_BOUND of `after`. A waiter already answered
+/// something else is not reported again (its wrong answer was).
+fn check_redirected(
+    f: &mut Findings,
+    label: &str,
+    waiters: &mut [Waiter],
+    source: &str,
+    target: &Server,
+    after: &str,
+) {
+    let wrong_before: Vec<bool> = waiters
+        .iter()
+        .map(|w| {
+            w.answer
+                .as_ref()
+                .is_some_and(|a| !a.is_redirect_to(target.port))
+        })
+        .collect();
+    poll_all(waiters, Instant::now() + ANSWER_BOUND);
+    for (w, _) in waiters.iter().zip(wrong_before).filter(|(_, wrong)| !wrong) {
+        f.check(
+            w.answer
+                .as_ref()
+                .is_some_and(|a| a.is_redirect_to(target.port)),
+            || {
+                format!(
+                    "{label}: waiter {} ({}) on {source}: expected ASK/MOVED to port {} within \
+                     {ANSWER_BOUND:?} of {after}, got {:?}",
+                    w.owner,
+                    w.proto(),
+                    target.port,
+                    w.answer.clone().unwrap_or(Answer::Nothing)
+                )
+            },
+        );
+    }
+}
+
+/// The redirected waiters queue again at `target` and are served there in
+/// turn once `owner` releases its `count` holds.
+fn served_at_target(
+    f: &mut Findings,
+    label: &str,
+    target: &Server,
+    key: &str,
+    (owner, count): (&str, i64),
+    waiters: Vec<Waiter>,
+) {
+    let n = waiters.len();
+    let mut retried = retry_at(target, waiters, key);
+    if retried.len() == n {
+        f.check(wait_waiters(target, key, n as i64), || {
+            format!("{label}: the redirected waiters did not queue at the target")
+        });
+        drain_queue(f, label, target, key, owner, count, &mut retried);
+    }
+}
+
 /// (a) One slot moved by hand while A holds the lock (count 2) and two
 /// waiters (RESP2, RESP3) are queued on the source.
 fn migrate_one_slot(
@@ -264,25 +366,14 @@ fn migrate_one_slot(
 ) {
     let label = format!("slot {slot}, SETSLOT NODE {order:?}");
     let key = key_in_slot(slot, "mig", ":lock");
-    let s = cluster.server(src);
     let t = cluster.server(dst);
-    let mut a = s.client();
-    assert_eq!(
-        a.cmd(&["LOCK.ACQUIRE", &key, "A", "PX", "60000"]),
-        Reply::Int(1)
-    );
-    assert_eq!(
-        a.cmd(&["LOCK.ACQUIRE", &key, "A", "PX", "60000"]),
-        Reply::Int(2)
-    );
-    let deadline = a.cmd(&["PEXPIRETIME", &key]).as_int();
-    let replica = cluster.replica_of(src);
-    let mut watch = WriteWatch::start(cluster.server(replica), &key);
-    let mut waiters = vec![
-        Waiter::park(s, &key, "B2", false),
-        Waiter::park(s, &key, "B3", true),
-    ];
-    assert!(wait_waiters(s, &key, 2), "{label}: waiters did not queue");
+    let HeldWithWaiters {
+        holder: mut a,
+        deadline,
+        replica,
+        mut watch,
+        mut waiters,
+    } = hold_with_waiters(cluster, src, &key, ["B2", "B3"]);
 
     let (importing, migrating) = cluster.begin_migration(slot, src, dst);
     assert_eq!((importing, migrating), (ok(), ok()), "{label}");
@@ -343,27 +434,7 @@ fn migrate_one_slot(
             format!("{label}: SETSLOT NODE on node {i} answered {r:?}")
         });
     }
-    // (A waiter already found answered wrongly is not reported twice.)
-    let wrong_before: Vec<bool> = waiters
-        .iter()
-        .map(|w| w.answer.as_ref().is_some_and(|a| !a.is_redirect_to(t.port)))
-        .collect();
-    poll_all(&mut waiters, Instant::now() + ANSWER_BOUND);
-    for (w, _) in waiters.iter().zip(wrong_before).filter(|(_, wrong)| !wrong) {
-        f.check(
-            w.answer.as_ref().is_some_and(|a| a.is_redirect_to(t.port)),
-            || {
-                format!(
-                    "{label}: waiter {} ({}) on the source: expected ASK/MOVED to port {} within \
-                     {ANSWER_BOUND:?} of SETSLOT NODE, got {:?}",
-                    w.owner,
-                    w.proto(),
-                    t.port,
-                    w.answer.clone().unwrap_or(Answer::Nothing)
-                )
-            },
-        );
-    }
+    check_redirected(f, &label, &mut waiters, "the source", t, "SETSLOT NODE");
     check_lock_arrived(f, &label, &mut tc, &key, false, "A", 2, deadline, took);
     let stray = watch.writes();
     f.check(stray.is_empty(), || {
@@ -381,15 +452,7 @@ fn migrate_one_slot(
         format!("{label}: the source's replica holds {on_replica:?} keys of the moved slot")
     });
 
-    // The redirected waiters queue at the target and are served there.
-    let n = waiters.len();
-    let mut retried = retry_at(t, waiters, &key);
-    if retried.len() == n {
-        f.check(wait_waiters(t, &key, n as i64), || {
-            format!("{label}: the redirected waiters did not queue at the target")
-        });
-        drain_queue(f, &label, t, &key, "A", 2, &mut retried);
-    }
+    served_at_target(f, &label, t, &key, ("A", 2), waiters);
 }
 
 fn manual_slot_migration(kind: Kind) {
@@ -497,22 +560,8 @@ fn reshard_round(
         );
         // The deadline may have moved by the transfer: judge the next round from here.
         l.deadline = lock_at(&mut tc, &l.key, false).1.max(l.deadline);
-        poll_all(&mut l.waiters, Instant::now() + ANSWER_BOUND);
-        for w in &l.waiters {
-            f.check(
-                w.answer.as_ref().is_some_and(|a| a.is_redirect_to(t.port)),
-                || {
-                    format!(
-                        "{lbl}: waiter {} ({}) on node {from}: expected ASK/MOVED to port {} within \
-                         {ANSWER_BOUND:?} of the reshard, got {:?}",
-                        w.owner,
-                        w.proto(),
-                        t.port,
-                        w.answer.clone().unwrap_or(Answer::Nothing)
-                    )
-                },
-            );
-        }
+        let source = format!("node {from}");
+        check_redirected(f, &lbl, &mut l.waiters, &source, t, "the reshard");
         let n = l.waiters.len();
         let waiters = std::mem::take(&mut l.waiters);
         l.waiters = retry_at(t, waiters, &l.key);
@@ -612,23 +661,13 @@ fn atomic_slot_migration_valkey() {
     let key = key_in_slot(slot, "asm", ":lock");
     let s = cluster.server(src);
     let t = cluster.server(dst);
-    let mut a = s.client();
-    assert_eq!(
-        a.cmd(&["LOCK.ACQUIRE", &key, "A", "PX", "60000"]),
-        Reply::Int(1)
-    );
-    assert_eq!(
-        a.cmd(&["LOCK.ACQUIRE", &key, "A", "PX", "60000"]),
-        Reply::Int(2)
-    );
-    let deadline = a.cmd(&["PEXPIRETIME", &key]).as_int();
-    let replica = cluster.replica_of(src);
-    let mut watch = WriteWatch::start(cluster.server(replica), &key);
-    let mut waiters = vec![
-        Waiter::park(s, &key, "W2", false),
-        Waiter::park(s, &key, "W3", true),
-    ];
-    assert!(wait_waiters(s, &key, 2));
+    let HeldWithWaiters {
+        holder: mut a,
+        deadline,
+        mut watch,
+        mut waiters,
+        ..
+    } = hold_with_waiters(&cluster, src, &key, ["W2", "W3"]);
 
     let t0 = Instant::now();
     let r = cluster.migrateslots(src, dst, slot, slot);
@@ -650,22 +689,14 @@ fn atomic_slot_migration_valkey() {
     let label = format!("slot {slot} by MIGRATESLOTS");
     let mut tc = t.client();
     check_lock_arrived(&mut f, &label, &mut tc, &key, false, "A", 2, deadline, took);
-    poll_all(&mut waiters, Instant::now() + ANSWER_BOUND);
-    for w in &waiters {
-        f.check(
-            w.answer.as_ref().is_some_and(|a| a.is_redirect_to(t.port)),
-            || {
-                format!(
-                    "{label}: waiter {} ({}) on the source: expected ASK/MOVED to port {} within \
-                     {ANSWER_BOUND:?} of the migration, got {:?}",
-                    w.owner,
-                    w.proto(),
-                    t.port,
-                    w.answer.clone().unwrap_or(Answer::Nothing)
-                )
-            },
-        );
-    }
+    check_redirected(
+        &mut f,
+        &label,
+        &mut waiters,
+        "the source",
+        t,
+        "the migration",
+    );
     let left = a.cmd(&["CLUSTER", "COUNTKEYSINSLOT", &slot.to_string()]);
     f.check(left == Reply::Int(0), || {
         format!("{label}: the source holds {left:?} keys of the slot")
@@ -674,14 +705,7 @@ fn atomic_slot_migration_valkey() {
     f.check(stray.is_empty(), || {
         format!("{label}: the source's replica received writes {stray:?} for {key}")
     });
-    let n = waiters.len();
-    let mut retried = retry_at(t, waiters, &key);
-    if retried.len() == n {
-        f.check(wait_waiters(t, &key, n as i64), || {
-            format!("{label}: the redirected waiters did not queue at the target")
-        });
-        drain_queue(&mut f, &label, t, &key, "A", 2, &mut retried);
-    }
+    served_at_target(&mut f, &label, t, &key, ("A", 2), waiters);
     f.finish();
 }
 
