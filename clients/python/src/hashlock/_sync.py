@@ -1,17 +1,17 @@
 """hashlock.Lock: the lock object for redis.Redis and redis.RedisCluster."""
 
 import threading
-import uuid
 from typing import Any, Optional
 
 from redis.exceptions import ConnectionError, ResponseError, TimeoutError
 
 from . import _protocol as p
+from ._base import LockBase
 from ._connection import Dedicated
 from .errors import LockLost, NotAcquired, translate
 
 
-class Lock:
+class Lock(LockBase):
     """A reentrant lock on `name`, shared with every LOCK.* and Redisson
     client. One Lock object is one owner: give each thread (or process) its
     own Lock object, as Redisson gives each thread its own owner id.
@@ -22,32 +22,6 @@ class Lock:
     no watchdog runs. keepalive=False runs a watchdog thread instead, which
     renews the lease every third of it while the lock is held.
     """
-
-    def __init__(
-        self,
-        client: Any,
-        name: Any,
-        lease_ms: int = p.DEFAULT_LEASE_MS,
-        keepalive: bool = True,
-        token: bool = False,
-        replicas: Any = None,
-        owner: Optional[str] = None,
-    ) -> None:
-        if int(lease_ms) <= 0:
-            raise ValueError("lease_ms must be a positive number of milliseconds")
-        self._client = client
-        self.name = name
-        self.lease_ms = int(lease_ms)
-        self.keepalive = keepalive
-        self.use_token = token
-        self.replicas = p.replicas_option(replicas)
-        self.owner = owner if owner is not None else str(uuid.uuid4())
-        #: The fencing token of the latest acquisition (token=True), else None.
-        self.token: Optional[int] = None
-        self._holds = 0
-        self._tied: Optional[Dedicated] = None
-        self._watchdog: Optional[_Watchdog] = None
-        self._lost = False
 
     # -- acquiring ---------------------------------------------------------
 
@@ -75,17 +49,6 @@ class Lock:
         if not self.keepalive:
             self._start_watchdog()
         return True
-
-    def _acquire_args(self, block: Optional[int]):
-        return p.acquire_args(
-            self.name, self.owner, self.lease_ms, self.keepalive, self.use_token, self.replicas, block
-        )
-
-    def _take(self, reply: Any) -> Optional[int]:
-        count, token = p.parse_acquire(reply, self.use_token)
-        if count is not None and self.use_token:
-            self.token = token
-        return count
 
     def _acquire_tied(self, args, block: Optional[int]) -> Optional[int]:
         conn = Dedicated(self._client, self.name)
@@ -189,16 +152,6 @@ class Lock:
         when the lock is free."""
         return p.parse_info(self._execute(["LOCK.INFO", self.name]))
 
-    @property
-    def holds(self) -> int:
-        """Holds this object has taken and not released, as last seen."""
-        return self._holds
-
-    @property
-    def lost(self) -> bool:
-        """True once the watchdog (keepalive=False) found the lock gone."""
-        return self._lost
-
     def __enter__(self) -> "Lock":
         if not self.acquire():
             raise NotAcquired(f"lock {self.name!r}: the wait ended without the lock")
@@ -246,9 +199,6 @@ class Lock:
         if self._watchdog is None:
             self._watchdog = _Watchdog(self)
             self._watchdog.start()
-
-    def __repr__(self) -> str:
-        return f"<hashlock.Lock name={self.name!r} owner={self.owner!r} holds={self._holds}>"
 
 
 class _Watchdog(threading.Thread):

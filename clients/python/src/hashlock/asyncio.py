@@ -8,7 +8,6 @@ granted the lock afterwards.
 """
 
 import asyncio
-import uuid
 from typing import Any, Dict, List, Optional, Tuple, Type
 
 from redis.backoff import NoBackoff
@@ -16,6 +15,7 @@ from redis.exceptions import AskError, ConnectionError, MovedError, ResponseErro
 from redis.asyncio.retry import Retry
 
 from . import _protocol as p
+from ._base import LockBase
 from ._connection import MAX_REDIRECTS
 from .errors import LockLost, NotAcquired, translate
 
@@ -90,36 +90,14 @@ class _Dedicated:
             pass
 
 
-class Lock:
+class Lock(LockBase):
     """See hashlock.Lock: one Lock object is one owner; give each task its
     own. keepalive=False runs a watchdog task instead of tying the lock to
     the lock's connection."""
 
-    def __init__(
-        self,
-        client: Any,
-        name: Any,
-        lease_ms: int = p.DEFAULT_LEASE_MS,
-        keepalive: bool = True,
-        token: bool = False,
-        replicas: Any = None,
-        owner: Optional[str] = None,
-    ) -> None:
-        if int(lease_ms) <= 0:
-            raise ValueError("lease_ms must be a positive number of milliseconds")
-        self._client = client
-        self.name = name
-        self.lease_ms = int(lease_ms)
-        self.keepalive = keepalive
-        self.use_token = token
-        self.replicas = p.replicas_option(replicas)
-        self.owner = owner if owner is not None else str(uuid.uuid4())
-        self.token: Optional[int] = None
-        self._holds = 0
-        self._tied: Optional[_Dedicated] = None
-        self._watchdog: Optional[asyncio.Task] = None
-        self._cleanup: Optional[asyncio.Task] = None
-        self._lost = False
+    _public_name = "hashlock.asyncio.Lock"
+    # The task releasing a lock whose grant arrived after a cancelled wait.
+    _cleanup: Optional[asyncio.Task] = None
 
     async def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
         """See hashlock.Lock.acquire."""
@@ -141,17 +119,6 @@ class Lock:
         if not self.keepalive and self._watchdog is None:
             self._watchdog = asyncio.ensure_future(self._watch())
         return True
-
-    def _acquire_args(self, block: Optional[int]):
-        return p.acquire_args(
-            self.name, self.owner, self.lease_ms, self.keepalive, self.use_token, self.replicas, block
-        )
-
-    def _take(self, reply: Any) -> Optional[int]:
-        count, token = p.parse_acquire(reply, self.use_token)
-        if count is not None and self.use_token:
-            self.token = token
-        return count
 
     async def _acquire_tied(self, args, block: Optional[int]) -> Optional[int]:
         conn = await _Dedicated.open(self._client, self.name)
@@ -247,14 +214,6 @@ class Lock:
     async def info(self) -> Optional[p.LockInfo]:
         return p.parse_info(await self._execute(["LOCK.INFO", self.name]))
 
-    @property
-    def holds(self) -> int:
-        return self._holds
-
-    @property
-    def lost(self) -> bool:
-        return self._lost
-
     async def __aenter__(self) -> "Lock":
         if not await self.acquire():
             raise NotAcquired(f"lock {self.name!r}: the wait ended without the lock")
@@ -307,6 +266,3 @@ class Lock:
                 self._lost = True
                 self._watchdog = None
                 return
-
-    def __repr__(self) -> str:
-        return f"<hashlock.asyncio.Lock name={self.name!r} owner={self.owner!r} holds={self._holds}>"
