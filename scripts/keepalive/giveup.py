@@ -2,14 +2,10 @@
 # A client whose library gives up on a BLOCK (client-side timeout) but keeps
 # the connection (a pool): the server still hands it the lock later, tied to
 # that connection, and renews it for as long as the connection lives.
-import socket, sys, time
+import os, socket, sys, time
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from resp import cmd
 port = int(sys.argv[1])
-def cmd(*a):
-    out = b"*%d\r\n" % len(a)
-    for x in a:
-        x = x.encode() if isinstance(x, str) else x
-        out += b"$%d\r\n%s\r\n" % (len(x), x)
-    return out
 def call(s, *a):
     s.sendall(cmd(*a)); time.sleep(0.05); return s.recv(4096)
 admin = socket.create_connection(("127.0.0.1", port))
