@@ -85,21 +85,6 @@ fn thread_cpus(pid: u32) -> Result<Vec<String>> {
     Ok(lists)
 }
 
-/// Pins every thread of another process (a workload's own server) to `cpu`.
-pub fn pin_pid(pid: u32, cpu: usize) -> Result<()> {
-    let out = Command::new("taskset")
-        .args(["-a", "-p", "-c", &cpu.to_string(), &pid.to_string()])
-        .output()
-        .context("running taskset (util-linux)")?;
-    if !out.status.success() {
-        bail!(
-            "taskset failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(())
-}
-
 /// Server (all its threads) on the first allowed CPU, this process on the
 /// second, when there are two; otherwise nothing is pinned and the report
 /// says so. Must run before any other thread of this process starts.

@@ -115,7 +115,7 @@ pub fn run(kind: Kind, server_cpu: Option<usize>, cfg: &Config) -> Result<Outcom
     })
     .map_err(|_| anyhow::anyhow!("starting the B10 server failed (details above)"))?;
     if let Some(cpu) = server_cpu {
-        crate::setup::pin_pid(server.pid(), cpu)?;
+        crate::setup::pin_process(server.pid(), cpu)?;
     }
     let realtime = realtime_pid(server.pid());
     let port = server.port;

@@ -203,7 +203,7 @@ pub fn run(kind: Kind, server_cpu: Option<usize>, cfg: &Config) -> Result<Outcom
     })
     .map_err(|_| anyhow::anyhow!("starting the B9 server failed (details above)"))?;
     if let Some(cpu) = server_cpu {
-        crate::setup::pin_pid(server.pid(), cpu)?;
+        crate::setup::pin_process(server.pid(), cpu)?;
     }
     let realtime = realtime_pid(server.pid()).and_then(|()| {
         std::thread::spawn(realtime_self)
