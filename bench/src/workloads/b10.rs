@@ -14,15 +14,12 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
-use hdrhistogram::Histogram;
 use testkit::{Client, Kind, Reply, Server};
 
-use super::b9::{realtime_pid, realtime_self};
-use crate::timing;
+use super::b9::{Probe, probe, realtime_pid};
 
 /// A round trip longer than this counts as a stall (the bound).
 pub const STALL: Duration = Duration::from_millis(50);
@@ -31,37 +28,6 @@ pub const STALL: Duration = Duration::from_millis(50);
 pub struct Config {
     /// Queued keys wanted (fewer if the open-file limit does not allow it).
     pub keys: usize,
-}
-
-/// Every PING round trip of the probe.
-pub struct Probe {
-    pub rtt: Histogram<u64>,
-    pub over_stall: u64,
-}
-
-/// A PING a millisecond (not back to back as B9's: its CPU would count as
-/// the hand-on's), each round trip timed.
-fn probe(port: u16, stop: Arc<AtomicBool>) -> JoinHandle<Probe> {
-    std::thread::spawn(move || {
-        let _ = realtime_self();
-        let mut c = Client::connect(port);
-        let mut rtt = timing::histogram();
-        let mut over = 0;
-        while !stop.load(Ordering::Relaxed) {
-            let t = Instant::now();
-            c.cmd(&["PING"]);
-            let d = t.elapsed();
-            if d > STALL {
-                over += 1;
-            }
-            timing::record(&mut rtt, d);
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        Probe {
-            rtt,
-            over_stall: over,
-        }
-    })
 }
 
 pub struct Outcome {
@@ -166,7 +132,15 @@ pub fn run(kind: Kind, server_cpu: Option<usize>, cfg: &Config) -> Result<Outcom
     std::thread::sleep(Duration::from_millis(wait.max(0) as u64));
     let cpu1 = cpu_seconds(&mut admin)?;
     let stop = Arc::new(AtomicBool::new(false));
-    let probing = probe(port, stop.clone());
+    // A PING a millisecond (not back to back as B9's: its CPU would count
+    // as the hand-on's).
+    let probing = probe(
+        port,
+        stop.clone(),
+        Duration::MAX,
+        STALL,
+        Duration::from_millis(1),
+    );
     for w in waiters.iter_mut() {
         w.set_timeout(Some(Duration::from_secs(60)));
         let r = w.read_reply();

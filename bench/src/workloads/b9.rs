@@ -133,8 +133,16 @@ fn counters(c: &mut Client) -> Result<Counters> {
     })
 }
 
-/// PINGs back to back on its own connection until `stop` (or `limit`).
-pub fn probe(port: u16, stop: Arc<AtomicBool>, limit: Duration) -> JoinHandle<Probe> {
+/// PINGs on its own connection, `pause` apart (zero: back to back), until
+/// `stop` or `limit`; a round trip over `stall` counts as a stall. (B10
+/// probes with it too.)
+pub fn probe(
+    port: u16,
+    stop: Arc<AtomicBool>,
+    limit: Duration,
+    stall: Duration,
+    pause: Duration,
+) -> JoinHandle<Probe> {
     std::thread::spawn(move || {
         let _ = realtime_self();
         let mut c = Client::connect(port);
@@ -145,10 +153,13 @@ pub fn probe(port: u16, stop: Arc<AtomicBool>, limit: Duration) -> JoinHandle<Pr
             let t = Instant::now();
             c.cmd(&["PING"]);
             let d = t.elapsed();
-            if d > STALL {
+            if d > stall {
                 over += 1;
             }
             timing::record(&mut rtt, d);
+            if !pause.is_zero() {
+                std::thread::sleep(pause);
+            }
         }
         Probe {
             rtt,
@@ -164,7 +175,7 @@ fn phase(admin: &mut Client, port: u16, window: Duration, probing: bool) -> Resu
     let probe = if probing {
         let stop = Arc::new(AtomicBool::new(false));
         Some(
-            probe(port, stop, window)
+            probe(port, stop, window, STALL, Duration::ZERO)
                 .join()
                 .map_err(|_| anyhow::anyhow!("probe thread panicked"))?,
         )
@@ -273,7 +284,13 @@ pub fn run(kind: Kind, server_cpu: Option<usize>, cfg: &Config) -> Result<Outcom
     // Close the holder: N releases.
     let before = counters(&mut admin)?;
     let stop = Arc::new(AtomicBool::new(false));
-    let probe_handle = probe(port, stop.clone(), Duration::from_secs(120));
+    let probe_handle = probe(
+        port,
+        stop.clone(),
+        Duration::from_secs(120),
+        STALL,
+        Duration::ZERO,
+    );
     std::thread::sleep(Duration::from_millis(200));
     let closed_at = Instant::now();
     drop(holder);
