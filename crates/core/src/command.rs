@@ -57,6 +57,15 @@ pub enum KeyAccess {
     Delete,
 }
 
+/// Where a command's keys are (cluster routing, ACL key patterns, COMMAND GETKEYS).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeySpec {
+    /// One key, the first argument.
+    One,
+    /// `numkeys key [key ...]` from the first argument.
+    NumKeys,
+}
+
 /// Everything the server needs to know about a command.
 #[derive(Debug)]
 pub struct CommandSpec {
@@ -75,6 +84,7 @@ pub struct CommandSpec {
     /// ACL categories (servers that support setting them, 7.2+).
     pub acl: &'static str,
     pub access: KeyAccess,
+    pub keys: KeySpec,
     /// Whether the command can change the key (refused on replicas).
     pub writes: bool,
     pub summary: &'static str,
@@ -112,6 +122,7 @@ pub const COMMANDS: [CommandSpec; 5] = [
         option_bits: bits(ACQUIRE_OPTIONS),
         flags: "write deny-oom",
         acl: "write slow blocking",
+        keys: KeySpec::One,
         access: KeyAccess::Update,
         writes: true,
         summary: "Takes or re-enters a reentrant lock, optionally waiting in a FIFO queue",
@@ -127,6 +138,7 @@ pub const COMMANDS: [CommandSpec; 5] = [
         option_bits: 0,
         flags: "write fast",
         acl: "write fast",
+        keys: KeySpec::One,
         access: KeyAccess::Update,
         writes: true,
         summary: "Drops one hold of a lock; at zero frees it and serves the next waiter",
@@ -142,6 +154,7 @@ pub const COMMANDS: [CommandSpec; 5] = [
         option_bits: bits(RENEW_OPTIONS),
         flags: "write fast",
         acl: "write fast",
+        keys: KeySpec::One,
         access: KeyAccess::Update,
         writes: true,
         summary: "Extends the lease of a lock held by the owner; ties or unties it to the connection",
@@ -157,6 +170,7 @@ pub const COMMANDS: [CommandSpec; 5] = [
         option_bits: 0,
         flags: "readonly fast",
         acl: "read fast",
+        keys: KeySpec::One,
         access: KeyAccess::Read,
         writes: false,
         summary: "Shows the owner, hold count, lease, waiters, tie and last token of a lock",
@@ -172,6 +186,7 @@ pub const COMMANDS: [CommandSpec; 5] = [
         option_bits: 0,
         flags: "write fast",
         acl: "write fast",
+        keys: KeySpec::One,
         access: KeyAccess::Delete,
         writes: true,
         summary: "Removes a lock whoever holds it and serves the next waiter",
@@ -179,6 +194,18 @@ pub const COMMANDS: [CommandSpec; 5] = [
         expected: "",
     },
 ];
+
+impl CommandSpec {
+    /// The (first, last, step) key positions of the legacy registration
+    /// call; a command with `numkeys` declares none there (its key spec
+    /// says where they are).
+    pub fn legacy_key_range(&self) -> (i32, i32, i32) {
+        match self.keys {
+            KeySpec::One => (1, 1, 1),
+            KeySpec::NumKeys => (0, 0, 0),
+        }
+    }
+}
 
 impl Command {
     pub fn spec(self) -> &'static CommandSpec {

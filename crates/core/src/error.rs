@@ -48,6 +48,13 @@ pub enum LockError {
         acked: i64,
         waited: bool,
     },
+    /// The replicas acknowledged the call, but what it was granted had
+    /// lapsed or moved to someone else by then.
+    NoReplicasLost,
+    /// The caller may not access a key the module derives from its key.
+    NoPerm(&'static str),
+    /// KEEPALIVE with a lease shorter than renewals can keep alive.
+    KeepAliveTooShort { min_ms: i64 },
     /// A LOCK.* write on a replica.
     ReadOnly,
     /// A waiter whose node stopped being a primary.
@@ -64,7 +71,8 @@ impl LockError {
             LockError::NotOwner => "NOTOWNER",
             LockError::NotLock => "NOTLOCK",
             LockError::TokenCrossSlot => "CROSSSLOT",
-            LockError::NoReplicas { .. } => "NOREPLICAS",
+            LockError::NoReplicas { .. } | LockError::NoReplicasLost => "NOREPLICAS",
+            LockError::NoPerm(_) => "NOPERM",
             LockError::ReadOnly => "READONLY",
             LockError::Unblocked => "UNBLOCKED",
             _ => "ERR",
@@ -114,6 +122,15 @@ impl LockError {
                 waited: true,
             } => Cow::Owned(format!(
                 "NOREPLICAS not enough replicas acknowledged in time: {acked} of {wanted}; the call was undone"
+            )),
+            LockError::NoReplicasLost => Cow::Borrowed(
+                "NOREPLICAS the grant was lost before the replicas acknowledged it (its lease ran out or it was released or taken meanwhile)",
+            ),
+            LockError::NoPerm(what) => Cow::Owned(format!(
+                "NOPERM this user has no permissions to access {what}"
+            )),
+            LockError::KeepAliveTooShort { min_ms } => Cow::Owned(format!(
+                "ERR KEEPALIVE needs a lease of at least {min_ms} ms (lock.keepalive-min-lease-ms): the server renews it every third of the lease"
             )),
             LockError::ReadOnly => {
                 Cow::Borrowed("READONLY You can't write against a read only replica.")
@@ -169,6 +186,9 @@ mod tests {
                 acked: 0,
                 waited: false,
             },
+            LockError::NoReplicasLost,
+            LockError::NoPerm("x"),
+            LockError::KeepAliveTooShort { min_ms: 100 },
             LockError::ReadOnly,
             LockError::Unblocked,
             LockError::Internal("x".into()),

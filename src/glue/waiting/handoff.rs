@@ -3,125 +3,152 @@
 //! Hand-off is direct: whatever frees the lock writes it for the head of the
 //! queue in the same step (effects replicated like any grant), so there is no
 //! free window for a newcomer to barge into, and nothing is published. The
-//! policy (who is next, what a grant writes) is the core's `serve`; this file
-//! runs it against the real key and answers the clients.
+//! policy (who is next, what a grant writes) is the core's; this file runs
+//! it against the real key and hands the answers to `delivery`.
 //!
 //! - RELEASE / FORCERELEASE / a tied connection closing serve inline
 //!   (`lock_freed`).
 //! - The holder's lease deadline: a `HandOn` job per queued lock (`arm`),
 //!   1 ms after the deadline; opening the key then makes Redis expire it at
-//!   once instead of 50-100 ms later in its active-expiry cycle.
+//!   once instead of 50-100 ms later in its active-expiry cycle. ("Hand-on":
+//!   the lock passes on at a deadline, nobody handing it; "hand-off": a
+//!   holder or a command gives it up and the next waiter gets it.)
 //! - Anything else (DEL, a Redisson Lua release, eviction, FLUSHALL, SWAPDB,
-//!   a grant taken back): a `Serve` job, since callbacks may not write.
+//!   a grant taken back, a head that left): a `Serve` job, since callbacks
+//!   may not write.
 //!
 //! Jobs act only on a primary, only while writes are not paused, and only
-//! while this node still serves the key (`server::serves_key`): a key that
-//! left with its slot was moved, not released.
+//! while this node serves the key (`server::serves_key`); otherwise they are
+//! retried (`Outcome::Retry`), never dropped.
 
 use super::acks::{self, Answer};
-use super::queues::{self, Waiter};
-use super::ties;
+use super::delivery::Verify;
+use super::slot::Wake;
+use super::queues::{self, Ask, Waiter};
+use super::ties::{self, Granted as HowGranted, TieKind};
 use crate::core::Millis;
-use crate::core::rules::{self, Released};
-use crate::core::serve::{self, Grant};
-use crate::core::store::LockStore;
+use crate::core::rules::{self, Acquired, Claim, Released};
+
 use crate::glue::runtime::ffi::{Ctx, OwnedStr};
-use crate::glue::runtime::reply::Granted;
+use crate::glue::runtime::reply::{Granted, Reply};
 use crate::glue::scheduler::{self, Job};
 use crate::glue::stats;
 use crate::glue::store::{LockKey, Mode, OwnEvent, QueueKey, notify, server};
 
+/// What a job did: done, or the key is not served here now (try later).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Done,
+    Retry,
+}
+
 /// The lock at `lock` was just freed: the next waiter gets it, or the
 /// unlock is published. Any tie it had is gone with it.
 pub fn lock_freed(ctx: Ctx, lock: &mut LockKey<'_>) {
-    if ties::any() {
-        ties::untie(ctx.db(), lock.name().as_ref());
-    }
+    ties::clear(ctx.db(), lock.name().as_ref());
     if !serve(ctx, lock) {
         notify::publish_unlock(ctx, lock.name());
         stats::PUBLISHED.bump();
     }
 }
 
-/// Gives the lock to the head of its queue if it can; true if it did.
-/// Waiters the lock can never be given to are answered with the error.
+/// Serves the queue at `lock`, head first, for as long as heads can be
+/// granted; true if anyone was. Waiters the lock can never be given to are
+/// answered with the error.
 pub fn serve(ctx: Ctx, lock: &mut LockKey<'_>) -> bool {
     if !queues::any() {
         return false;
     }
     let db = ctx.db();
     let key = lock.name().as_ref();
-    // No queue: the common release has nothing more to do here.
-    let Some((qk, mut queue)) = queues::take(db, key) else {
-        return false;
-    };
-    let served = serve::serve(lock, &mut queue);
-    let left: Vec<_> = served
-        .failed
-        .iter()
-        .map(|(w, _)| w.id)
-        .chain(served.granted.as_ref().map(|(w, _)| w.id))
-        .collect();
-    let emptied = queues::put_back(&qk, queue, &left);
-    for (waiter, error) in served.failed {
-        cancel_timeout(&waiter);
-        waiter.handle.fail(error);
-    }
-    let granted = match served.granted {
-        Some((waiter, grant)) => {
-            deliver(ctx, &qk, waiter, grant);
-            true
+    let mut granted = false;
+    while let Some((id, _, _)) = queues::front(db, key) {
+        let Some(taken) = queues::take_out(id) else {
+            break;
+        };
+        let Ask::Lock(ask) = &taken.waiter.ask;
+        let claim = Claim {
+            owner: &*ask.owner,
+            lease: ask.lease,
+            token: ask.token,
+        };
+        // `queued` is false: the head of the queue is who the queue waits for.
+        match rules::acquire(lock, &claim, false) {
+            Ok(Acquired::Granted { holds, token }) => {
+                cancel_jobs(queues::settle(&taken.keys));
+                deliver(ctx, db, key, taken.waiter, holds, token);
+                // A lock has one holder: one grant per serve (a later waiter
+                // naming the same owner waits its turn, not a re-entry).
+                granted = true;
+                break;
+            }
+            Ok(Acquired::Busy) => {
+                queues::put_back(taken);
+                break;
+            }
+            Err(e) => {
+                cancel_jobs(queues::settle(&taken.keys));
+                cancel_timeout(&taken.waiter);
+                taken.waiter.handle.fail(e);
+            }
         }
-        None => false,
-    };
-    match emptied {
-        Some(jobs) => jobs.into_iter().for_each(|j| {
-            scheduler::cancel(j);
-        }),
-        // Whoever holds it now, the next waiter is due at its deadline.
-        None => rearm(ctx, db, key, lock.ttl()),
     }
+    // Whoever holds it now, the next waiter is due at its deadline.
+    rearm(ctx, db, key, lock.deadline());
     granted
 }
 
-fn cancel_timeout(waiter: &Waiter) {
-    if let Some(job) = waiter.timeout {
+fn cancel_jobs(jobs: Vec<scheduler::JobId>) {
+    for job in jobs {
         scheduler::cancel(job);
     }
 }
 
-/// Answers a waiter the lock was just written for (or, with REPLICAS,
-/// parks it until the replicas acknowledged the grant).
-fn deliver(ctx: Ctx, qk: &QueueKey, waiter: Waiter, grant: Grant) {
+fn cancel_timeout(waiter: &Waiter) {
+    if let Some((job, _)) = waiter.timeout {
+        scheduler::cancel(job);
+    }
+}
+
+/// Hands a waiter the lock just written for it: its answer (re-checked when
+/// sent), its tie change, and with REPLICAS a wait for acknowledgements.
+fn deliver(ctx: Ctx, db: i32, key: &[u8], waiter: Waiter, holds: i64, token: Option<i64>) {
     cancel_timeout(&waiter);
     stats::GRANTED_AFTER_WAIT.bump();
-    // Tied to the waiter's connection if it asked; otherwise any tie left at
-    // the key was a vanished lock's.
-    let tie = match waiter.tie_to {
-        Some(client) => {
-            let owner = OwnedStr::new(waiter.owner.as_ref());
-            ties::Change::Tie(qk.clone(), client, owner, waiter.lease)
-        }
-        None => ties::Change::Untie(qk.clone()),
-    };
+    let Ask::Lock(ask) = waiter.ask;
+    let qk = QueueKey::new(db, key);
+    let tie = ties::decide(
+        db,
+        key,
+        ask.owner.as_ref(),
+        TieKind::Lock,
+        HowGranted::Fresh,
+        waiter.keepalive.then_some(waiter.client),
+        ask.lease,
+    );
     let granted = Granted {
-        holds: grant.holds,
-        generated: waiter
-            .generated
-            .then(|| OwnedStr::new(waiter.owner.as_ref())),
-        token: grant.token,
+        holds,
+        generated: ask.generated.then(|| OwnedStr::new(ask.owner.as_ref())),
+        token,
     };
+    let verify = Verify::Lock {
+        key: qk.clone(),
+        owner: OwnedStr::new(ask.owner.as_ref()),
+    };
+    let undo = Job::TakeBack(qk, ask.owner);
+    let wake = Wake::Reply(Reply::Granted(granted));
     match waiter.replicas.filter(|r| !r.is_none()) {
-        None => {
-            ties::apply(ctx, tie);
-            waiter.handle.grant(granted, (qk.clone(), waiter.owner));
-        }
+        None => waiter
+            .handle
+            .deliver(wake, Some((verify, Wake::Nil)), tie, Some(undo)),
         Some(replicas) => {
-            let id = acks::next_id();
-            let answer = Answer::Granted(granted, qk.clone(), OwnedStr::new(waiter.owner.as_ref()));
-            let undo = Some(Job::TakeBack(qk.clone(), waiter.owner));
-            let acked = acks::wait(ctx, id, waiter.handle, answer, Some(tie), replicas, undo);
-            if let Err(too_few) = acked {
+            let answer = Answer {
+                wake,
+                verify: Some(verify),
+                tie,
+                undo: Some(undo),
+            };
+            if let Err(too_few) = acks::wait(ctx, waiter.handle, answer, replicas) {
                 // Not enough replicas to wait for: the grant goes back (the
                 // next waiter is served) as soon as the event loop comes round.
                 if let Some(undo) = too_few.undo {
@@ -134,27 +161,24 @@ fn deliver(ctx: Ctx, qk: &QueueKey, waiter: Waiter, grant: Grant) {
 }
 
 /// Makes sure the queue at `key` is served when the current lease runs out
-/// (`ttl` ms from now; `None`: no expiry, only a release frees it). An
-/// earlier hand-on already scheduled is kept: it finds the lock held, and
-/// arms again.
-pub fn arm(ctx: Ctx, db: i32, key: &[u8], ttl: Option<Millis>) {
-    schedule_hand_on(ctx, db, key, ttl, false);
+/// (at `deadline`; `None`: no expiry, only a release frees it). An earlier
+/// hand-on already scheduled is kept: it finds the lock held, and arms again.
+pub fn arm(ctx: Ctx, db: i32, key: &[u8], deadline: Option<Millis>) {
+    schedule_hand_on(ctx, db, key, deadline, false);
 }
 
 /// Like `arm`, but replaces whatever hand-on there was (the lock has a new
 /// holder, or its deadline was moved back).
-fn rearm(ctx: Ctx, db: i32, key: &[u8], ttl: Option<Millis>) {
-    schedule_hand_on(ctx, db, key, ttl, true);
+fn rearm(ctx: Ctx, db: i32, key: &[u8], deadline: Option<Millis>) {
+    schedule_hand_on(ctx, db, key, deadline, true);
 }
 
-fn schedule_hand_on(ctx: Ctx, db: i32, key: &[u8], ttl: Option<Millis>, replace: bool) {
-    // Redis expires a key once now > deadline, and stores the deadline as
-    // (arrival ms, rounded down) + lease: its expiry is therefore always
-    // after the holder's own "sent + lease". Handing on any earlier, even
+fn schedule_hand_on(ctx: Ctx, db: i32, key: &[u8], deadline: Option<Millis>, replace: bool) {
+    // Redis expires a key once now > deadline. Handing on any earlier, even
     // within the deadline millisecond, could overlap the holder's lease
     // (measured: `make bench` B4 saw a grant 0.5 ms early). So run 1 ms
     // after the deadline and let Redis expire the key when it is opened.
-    let due = ttl.map(|ttl| ctx.now().saturating_add(ttl).saturating_add(1));
+    let due = deadline.map(|d| d.saturating_add(1));
     // The queue's current hand-on; nothing to do without a queue.
     let Some(current) = queues::with_queue(db, key, |q| q.hand_on) else {
         return;
@@ -173,9 +197,9 @@ fn schedule_hand_on(ctx: Ctx, db: i32, key: &[u8], ttl: Option<Millis>, replace:
     queues::with_queue(db, key, |q| q.hand_on = Some(job));
 }
 
-/// Runs `f` on the lock at `qk` from a job, if this node still serves the
-/// key (in a cluster the key may have left with its slot: that is not a
-/// release, and nothing may be written for it here). `None` if it does not.
+/// Runs `f` on the lock at `qk` from a job, if this node serves the key
+/// now (in a cluster the key's slot may be migrating, or gone: nothing may
+/// be written for it here then). `None`: not now, retry later.
 /// `serving`: the job serves the key's queue itself, so the `expired` event
 /// that opening a lapsed key fires is the module's own to ignore.
 fn with_served_lock<R>(
@@ -198,59 +222,81 @@ fn with_served_lock<R>(
     Some(f(&mut lock))
 }
 
-/// Serves a queue outside any command (the `HandOn` and `Serve` jobs). If
-/// the key left with its slot, the server redirects these waiters (they are
-/// blocked on the key) when the slot's new owner is set.
-pub fn serve_key(ctx: Ctx, qk: &QueueKey) {
-    if queues::len(qk.db, &qk.name) == 0 {
-        return;
+fn outcome<R>(done: Option<R>) -> Outcome {
+    match done {
+        Some(_) => Outcome::Done,
+        None => Outcome::Retry,
     }
-    with_served_lock(ctx, qk, true, |lock| serve(ctx, lock));
 }
 
-/// Takes back one hold from `owner` (a grant whose client vanished before
-/// its reply, or that replicas did not acknowledge): the lock moves on if
-/// that was its last. If the lease already ran out or the lock was taken
-/// from it, there is nothing to give back.
-pub fn take_back(ctx: Ctx, qk: &QueueKey, owner: &OwnedStr) {
-    with_served_lock(ctx, qk, false, |lock| {
+/// Serves a queue outside any command (the `HandOn` and `Serve` jobs).
+pub fn serve_key(ctx: Ctx, qk: &QueueKey) -> Outcome {
+    if queues::len(qk.db, &qk.name) == 0 {
+        return Outcome::Done;
+    }
+    outcome(with_served_lock(ctx, qk, true, |lock| serve(ctx, lock)))
+}
+
+/// Takes back one hold from `owner` (a grant whose client never heard of
+/// it, or that replicas did not acknowledge): the lock moves on if that was
+/// its last. If the lease already ran out or the lock was taken from it,
+/// there is nothing to give back.
+pub fn take_back(ctx: Ctx, qk: &QueueKey, owner: &OwnedStr) -> Outcome {
+    outcome(with_served_lock(ctx, qk, false, |lock| {
         if let Ok(Some(Released::Freed)) = rules::take_back(lock, owner) {
             lock_freed(ctx, lock);
         }
-    });
+    }))
 }
 
 /// Puts back the deadline a renewal replaced, if `owner` still holds it.
-pub fn restore(ctx: Ctx, qk: &QueueKey, owner: &OwnedStr, deadline: Option<Millis>) {
-    with_served_lock(ctx, qk, false, |lock| {
+pub fn restore(ctx: Ctx, qk: &QueueKey, owner: &OwnedStr, deadline: Option<Millis>) -> Outcome {
+    outcome(with_served_lock(ctx, qk, false, |lock| {
         if let Ok(true) = rules::restore_deadline(lock, owner, deadline) {
-            rearm(ctx, qk.db, &qk.name, lock.ttl());
+            rearm(ctx, qk.db, &qk.name, lock.deadline());
         }
-    });
+    }))
 }
 
 /// A tied connection closed: every hold of `owner` goes, and the lock moves
 /// on (as LOCK.RELEASE down to 0 would).
-pub fn release_tied(ctx: Ctx, qk: &QueueKey, owner: &OwnedStr) {
-    with_served_lock(ctx, qk, false, |lock| {
-        if let Ok(true) = rules::release_all(lock, owner) {
+pub fn release_tied(ctx: Ctx, qk: &QueueKey, owner: &[u8]) -> Outcome {
+    let owner = OwnedStr::new(owner);
+    outcome(with_served_lock(ctx, qk, false, |lock| {
+        if let Ok(true) = rules::release_all(lock, &owner) {
             stats::KEEPALIVE_RELEASED.bump();
             lock_freed(ctx, lock);
         }
-    });
+    }))
 }
 
 /// Renews a tied lock (the `Renew` job); unties it if its owner no longer
-/// holds it, or the key is no longer served here.
-pub fn renew_tied(ctx: Ctx, qk: &QueueKey) {
-    let Some((owner, lease)) = ties::renewal(qk) else {
-        return;
+/// holds it. Not served here now: tried again later, still tied.
+pub fn renew_tied(ctx: Ctx, qk: &QueueKey, owner: &ties::Holder) -> Outcome {
+    let Some((_, lease)) = ties::renewal(qk, owner) else {
+        return Outcome::Done;
     };
-    let renewed = with_served_lock(ctx, qk, false, |lock| rules::renew(lock, &owner, lease));
-    if let Some(Ok(true)) = renewed {
-        stats::KEEPALIVE_RENEWED.bump();
-        ties::reschedule(ctx, qk.clone());
-    } else {
-        ties::untie(qk.db, &qk.name);
+    let name = OwnedStr::new(owner);
+    let renewed = with_served_lock(ctx, qk, false, |lock| rules::renew(lock, &name, lease));
+    match renewed {
+        Some(Ok(true)) => {
+            stats::KEEPALIVE_RENEWED.bump();
+            ties::reschedule(ctx, qk.clone(), owner.clone());
+            Outcome::Done
+        }
+        Some(_) => {
+            ties::untie(qk, owner);
+            Outcome::Done
+        }
+        None => Outcome::Retry,
+    }
+}
+
+/// Moves every hand-on of `lock` to its current deadline (after a write
+/// that may have shortened the lease: a re-entry, a renewal).
+pub fn deadline_moved(ctx: Ctx, db: i32, lock: &mut LockKey<'_>) {
+    if queues::any() && queues::len(db, lock.name().as_ref()) > 0 {
+        let deadline = lock.deadline();
+        arm(ctx, db, lock.name().as_ref(), deadline);
     }
 }
