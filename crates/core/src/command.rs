@@ -495,7 +495,7 @@ mod tests {
             let multiple = spec.fixed.last().is_some_and(|a| a.multiple);
             assert!(spec.fixed.iter().rev().skip(1).all(|a| !a.multiple));
             // Variadic arguments and options cannot both follow the fixed ones.
-            assert!(!(multiple && !spec.options.is_empty()), "{}", spec.name);
+            assert!(!multiple || spec.options.is_empty(), "{}", spec.name);
             let fixed = 2 + spec.fixed.len() as i32;
             if spec.options.is_empty() && !multiple {
                 assert_eq!(spec.arity, fixed, "{}", spec.name);
