@@ -10,6 +10,7 @@
 pub mod channel;
 pub mod command;
 pub mod error;
+pub mod latch;
 pub mod lease;
 pub mod memory;
 pub mod number;
