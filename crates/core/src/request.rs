@@ -1,7 +1,8 @@
 //! Parsing LOCK.* arguments into requests, and the option machinery every
-//! command shares (SEMAPHORE.* and LATCH.* parse in their own modules). Pure: arguments are anything that
-//! reads as bytes (`&[u8]` in tests, Redis strings in the glue), and requests
-//! borrow them, so the hot path copies nothing.
+//! command shares (SEMAPHORE.* and LATCH.* parse in their own modules).
+//! Pure: arguments are anything that reads as bytes (`&[u8]` in tests,
+//! Redis strings in the glue), and requests borrow them, so the hot path
+//! copies nothing.
 //!
 //! Which options a command takes comes from the command table (`command`).
 //! Options are case-insensitive and may come in any order; a repeated,
