@@ -1,9 +1,10 @@
-//! The command table: every LOCK.* command, described once. The parser
+//! The command table: every command (LOCK.*, SEMAPHORE.*, LATCH.*),
+//! described once. The parser
 //! (`request`) reads its options from here, and the module registers each
 //! command (name, arity, flags, key spec, ACL categories, COMMAND DOCS) from
 //! the same entry, so a command's shape is written in exactly one place.
 
-/// The LOCK.* commands.
+/// The module's commands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Command {
     Acquire,
@@ -11,6 +12,19 @@ pub enum Command {
     Renew,
     Info,
     ForceRelease,
+    SemCreate,
+    SemAdd,
+    SemAcquire,
+    SemRelease,
+    SemLease,
+    SemReturn,
+    SemRenew,
+    SemInfo,
+    SemDrain,
+    LatchCreate,
+    LatchCountDown,
+    LatchAwait,
+    LatchCount,
 }
 
 /// An option a command accepts after its fixed arguments.
@@ -26,6 +40,8 @@ pub enum Opt {
     Token,
     /// `REPLICAS n ms`: reply once n replicas acknowledged the writes.
     Replicas,
+    /// `COUNT n`: how many permits (n ≥ 1).
+    Count,
 }
 
 impl Opt {
@@ -41,6 +57,7 @@ impl Opt {
             Opt::KeepAlive => "KEEPALIVE",
             Opt::Token => "TOKEN",
             Opt::Replicas => "REPLICAS n ms",
+            Opt::Count => "COUNT n",
         }
     }
 }
@@ -66,6 +83,33 @@ pub enum KeySpec {
     NumKeys,
 }
 
+/// An argument between the key and the options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FixedArg {
+    /// As COMMAND DOCS shows it.
+    pub name: &'static str,
+    pub kind: ArgKind,
+    /// One or more of it (`id [id ...]`): the last fixed argument only, and
+    /// then the command takes no options.
+    pub multiple: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgKind {
+    String,
+    Integer,
+}
+
+const fn fixed(name: &'static str, kind: ArgKind) -> FixedArg {
+    FixedArg {
+        name,
+        kind,
+        multiple: false,
+    }
+}
+
+const OWNER: &[FixedArg] = &[fixed("owner", ArgKind::String)];
+
 /// Everything the server needs to know about a command.
 #[derive(Debug)]
 pub struct CommandSpec {
@@ -74,8 +118,10 @@ pub struct CommandSpec {
     pub name: &'static str,
     /// Redis arity, command name included (negative: at least that many).
     pub arity: i32,
-    /// Fixed arguments after the key (`owner`).
+    /// The first fixed argument after the key is `owner` (LOCK.*).
     pub takes_owner: bool,
+    /// Every fixed argument after the key, `owner` included, in order.
+    pub fixed: &'static [FixedArg],
     pub options: &'static [Opt],
     /// `options` as bits, for the parser's hot path.
     pub option_bits: u8,
@@ -84,7 +130,6 @@ pub struct CommandSpec {
     /// ACL categories (servers that support setting them, 7.2+).
     pub acl: &'static str,
     pub access: KeyAccess,
-    pub keys: KeySpec,
     /// Whether the command can change the key (refused on replicas).
     pub writes: bool,
     pub summary: &'static str,
@@ -112,17 +157,29 @@ const ACQUIRE_OPTIONS: &[Opt] = &[
 ];
 const RENEW_OPTIONS: &[Opt] = &[Opt::Lease, Opt::KeepAlive, Opt::Replicas];
 
-pub const COMMANDS: [CommandSpec; 5] = [
+const SEM_ACQUIRE_OPTIONS: &[Opt] = &[Opt::Count, Opt::Block, Opt::Replicas];
+const SEM_RELEASE_OPTIONS: &[Opt] = &[Opt::Count];
+const SEM_LEASE_OPTIONS: &[Opt] = &[
+    Opt::Count,
+    Opt::Lease,
+    Opt::KeepAlive,
+    Opt::Block,
+    Opt::Replicas,
+];
+const SEM_CREATE_OPTIONS: &[Opt] = &[Opt::Lease];
+const LATCH_AWAIT_OPTIONS: &[Opt] = &[Opt::Block];
+
+pub const COMMANDS: [CommandSpec; 18] = [
     CommandSpec {
         command: Command::Acquire,
         name: "lock.acquire",
         arity: -3,
         takes_owner: true,
+        fixed: OWNER,
         options: ACQUIRE_OPTIONS,
         option_bits: bits(ACQUIRE_OPTIONS),
         flags: "write deny-oom",
         acl: "write slow blocking",
-        keys: KeySpec::One,
         access: KeyAccess::Update,
         writes: true,
         summary: "Takes or re-enters a reentrant lock, optionally waiting in a FIFO queue",
@@ -134,11 +191,11 @@ pub const COMMANDS: [CommandSpec; 5] = [
         name: "lock.release",
         arity: 3,
         takes_owner: true,
+        fixed: OWNER,
         options: &[],
         option_bits: 0,
         flags: "write fast",
         acl: "write fast",
-        keys: KeySpec::One,
         access: KeyAccess::Update,
         writes: true,
         summary: "Drops one hold of a lock; at zero frees it and serves the next waiter",
@@ -150,11 +207,11 @@ pub const COMMANDS: [CommandSpec; 5] = [
         name: "lock.renew",
         arity: -3,
         takes_owner: true,
+        fixed: OWNER,
         options: RENEW_OPTIONS,
         option_bits: bits(RENEW_OPTIONS),
         flags: "write fast",
         acl: "write fast",
-        keys: KeySpec::One,
         access: KeyAccess::Update,
         writes: true,
         summary: "Extends the lease of a lock held by the owner; ties or unties it to the connection",
@@ -166,11 +223,11 @@ pub const COMMANDS: [CommandSpec; 5] = [
         name: "lock.info",
         arity: 2,
         takes_owner: false,
+        fixed: &[],
         options: &[],
         option_bits: 0,
         flags: "readonly fast",
         acl: "read fast",
-        keys: KeySpec::One,
         access: KeyAccess::Read,
         writes: false,
         summary: "Shows the owner, hold count, lease, waiters, tie and last token of a lock",
@@ -182,14 +239,226 @@ pub const COMMANDS: [CommandSpec; 5] = [
         name: "lock.forcerelease",
         arity: 2,
         takes_owner: false,
+        fixed: &[],
         options: &[],
         option_bits: 0,
         flags: "write fast",
         acl: "write fast",
-        keys: KeySpec::One,
         access: KeyAccess::Delete,
         writes: true,
         summary: "Removes a lock whoever holds it and serves the next waiter",
+        complexity: "O(1)",
+        expected: "",
+    },
+    CommandSpec {
+        command: Command::SemCreate,
+        name: "semaphore.create",
+        arity: -3,
+        takes_owner: false,
+        fixed: &[fixed("permits", ArgKind::Integer)],
+        options: SEM_CREATE_OPTIONS,
+        option_bits: bits(SEM_CREATE_OPTIONS),
+        flags: "write deny-oom fast",
+        acl: "write fast",
+        access: KeyAccess::Update,
+        writes: true,
+        summary: "Sets a semaphore's permits if the key does not exist (RSemaphore trySetPermits)",
+        complexity: "O(1)",
+        expected: "unknown option, expected PX ms or EX s",
+    },
+    CommandSpec {
+        command: Command::SemAdd,
+        name: "semaphore.add",
+        arity: 3,
+        takes_owner: false,
+        fixed: &[fixed("delta", ArgKind::Integer)],
+        options: &[],
+        option_bits: 0,
+        flags: "write deny-oom fast",
+        acl: "write fast",
+        access: KeyAccess::Update,
+        writes: true,
+        summary: "Adds (or with a negative delta removes) permits, keeping the TTL, and serves waiters",
+        complexity: "O(1) plus O(N) for N waiters served",
+        expected: "",
+    },
+    CommandSpec {
+        command: Command::SemAcquire,
+        name: "semaphore.acquire",
+        arity: -2,
+        takes_owner: false,
+        fixed: &[],
+        options: SEM_ACQUIRE_OPTIONS,
+        option_bits: bits(SEM_ACQUIRE_OPTIONS),
+        flags: "write deny-oom",
+        acl: "write slow blocking",
+        access: KeyAccess::Update,
+        writes: true,
+        summary: "Takes anonymous permits, optionally waiting in a FIFO queue",
+        complexity: "O(1)",
+        expected: "unknown option, expected COUNT n, BLOCK ms or REPLICAS n ms",
+    },
+    CommandSpec {
+        command: Command::SemRelease,
+        name: "semaphore.release",
+        arity: -2,
+        takes_owner: false,
+        fixed: &[],
+        options: SEM_RELEASE_OPTIONS,
+        option_bits: bits(SEM_RELEASE_OPTIONS),
+        flags: "write deny-oom fast",
+        acl: "write fast",
+        access: KeyAccess::Update,
+        writes: true,
+        summary: "Gives anonymous permits back and serves waiters",
+        complexity: "O(1) plus O(N) for N waiters served",
+        expected: "unknown option, expected COUNT n",
+    },
+    CommandSpec {
+        command: Command::SemLease,
+        name: "semaphore.lease",
+        arity: -2,
+        takes_owner: false,
+        fixed: &[],
+        options: SEM_LEASE_OPTIONS,
+        option_bits: bits(SEM_LEASE_OPTIONS),
+        flags: "write deny-oom",
+        acl: "write slow blocking",
+        access: KeyAccess::Update,
+        writes: true,
+        summary: "Takes permits with ids and optional leases (RPermitExpirableSemaphore), optionally waiting in a FIFO queue",
+        complexity: "O(N log M) for N permits and M leased",
+        expected: "unknown option, expected COUNT n, PX ms, EX s, KEEPALIVE, BLOCK ms or REPLICAS n ms",
+    },
+    CommandSpec {
+        command: Command::SemReturn,
+        name: "semaphore.return",
+        arity: -3,
+        takes_owner: false,
+        fixed: &[FixedArg {
+            name: "id",
+            kind: ArgKind::String,
+            multiple: true,
+        }],
+        options: &[],
+        option_bits: 0,
+        flags: "write fast",
+        acl: "write fast",
+        access: KeyAccess::Update,
+        writes: true,
+        summary: "Returns leased permits by id (all or none) and serves waiters",
+        complexity: "O(N log M) for N ids and M leased",
+        expected: "",
+    },
+    CommandSpec {
+        command: Command::SemRenew,
+        name: "semaphore.renew",
+        arity: -3,
+        takes_owner: false,
+        fixed: &[fixed("id", ArgKind::String)],
+        options: RENEW_OPTIONS,
+        option_bits: bits(RENEW_OPTIONS),
+        flags: "write fast",
+        acl: "write fast",
+        access: KeyAccess::Update,
+        writes: true,
+        summary: "Extends the lease of a leased permit; ties or unties it to the connection",
+        complexity: "O(log M) for M leased",
+        expected: "unknown option, expected PX ms, EX s, KEEPALIVE or REPLICAS n ms",
+    },
+    CommandSpec {
+        command: Command::SemInfo,
+        name: "semaphore.info",
+        arity: 2,
+        takes_owner: false,
+        fixed: &[],
+        options: &[],
+        option_bits: 0,
+        flags: "readonly fast",
+        acl: "read fast",
+        access: KeyAccess::Read,
+        writes: false,
+        summary: "Shows a semaphore's available and leased permits, waiters, ties and TTL",
+        complexity: "O(log M) for M leased",
+        expected: "",
+    },
+    CommandSpec {
+        command: Command::SemDrain,
+        name: "semaphore.drain",
+        arity: 2,
+        takes_owner: false,
+        fixed: &[],
+        options: &[],
+        option_bits: 0,
+        flags: "write fast",
+        acl: "write fast",
+        access: KeyAccess::Update,
+        writes: true,
+        summary: "Takes every available permit (the count set to 0, TTL kept)",
+        complexity: "O(1)",
+        expected: "",
+    },
+    CommandSpec {
+        command: Command::LatchCreate,
+        name: "latch.create",
+        arity: 3,
+        takes_owner: false,
+        fixed: &[fixed("count", ArgKind::Integer)],
+        options: &[],
+        option_bits: 0,
+        flags: "write deny-oom fast",
+        acl: "write fast",
+        access: KeyAccess::Update,
+        writes: true,
+        summary: "Sets a count-down latch's count if the key does not exist (RCountDownLatch trySetCount)",
+        complexity: "O(1)",
+        expected: "",
+    },
+    CommandSpec {
+        command: Command::LatchCountDown,
+        name: "latch.countdown",
+        arity: 2,
+        takes_owner: false,
+        fixed: &[],
+        options: &[],
+        option_bits: 0,
+        flags: "write fast",
+        acl: "write fast",
+        access: KeyAccess::Update,
+        writes: true,
+        summary: "Counts a latch down; at zero deletes it and answers every waiter",
+        complexity: "O(1) plus O(N) for N waiters answered",
+        expected: "",
+    },
+    CommandSpec {
+        command: Command::LatchAwait,
+        name: "latch.await",
+        arity: -2,
+        takes_owner: false,
+        fixed: &[],
+        options: LATCH_AWAIT_OPTIONS,
+        option_bits: bits(LATCH_AWAIT_OPTIONS),
+        flags: "readonly",
+        acl: "read slow blocking",
+        access: KeyAccess::Read,
+        writes: false,
+        summary: "Tells whether a latch is open, optionally waiting until it opens",
+        complexity: "O(1)",
+        expected: "unknown option, expected BLOCK ms",
+    },
+    CommandSpec {
+        command: Command::LatchCount,
+        name: "latch.count",
+        arity: 2,
+        takes_owner: false,
+        fixed: &[],
+        options: &[],
+        option_bits: 0,
+        flags: "readonly fast",
+        acl: "read fast",
+        access: KeyAccess::Read,
+        writes: false,
+        summary: "Shows a latch's count (0 when absent)",
         complexity: "O(1)",
         expected: "",
     },
@@ -200,10 +469,15 @@ impl CommandSpec {
     /// call; a command with `numkeys` declares none there (its key spec
     /// says where they are).
     pub fn legacy_key_range(&self) -> (i32, i32, i32) {
-        match self.keys {
+        match self.keys() {
             KeySpec::One => (1, 1, 1),
             KeySpec::NumKeys => (0, 0, 0),
         }
+    }
+
+    /// Where the command's keys are.
+    pub fn keys(&self) -> KeySpec {
+        KeySpec::One
     }
 }
 
@@ -235,13 +509,28 @@ mod tests {
     fn table_is_in_enum_order_and_consistent() {
         for (i, spec) in COMMANDS.iter().enumerate() {
             assert_eq!(spec.command as usize, i);
-            assert!(spec.name.starts_with("lock."));
-            let fixed = 2 + i32::from(spec.takes_owner);
-            if spec.options.is_empty() {
+            assert!(
+                ["lock.", "semaphore.", "latch."]
+                    .iter()
+                    .any(|family| spec.name.starts_with(family)),
+                "{}",
+                spec.name
+            );
+            assert_eq!(spec.name, spec.name.to_lowercase());
+            assert_eq!(spec.takes_owner, spec.fixed.first() == Some(&OWNER[0]));
+            let multiple = spec.fixed.last().is_some_and(|a| a.multiple);
+            assert!(spec.fixed.iter().rev().skip(1).all(|a| !a.multiple));
+            // Variadic arguments and options cannot both follow the fixed ones.
+            assert!(!multiple || spec.options.is_empty(), "{}", spec.name);
+            let fixed = 2 + spec.fixed.len() as i32;
+            if spec.options.is_empty() && !multiple {
                 assert_eq!(spec.arity, fixed, "{}", spec.name);
-                assert!(spec.expected.is_empty());
             } else {
                 assert_eq!(spec.arity, -fixed, "{}", spec.name);
+            }
+            if spec.options.is_empty() {
+                assert!(spec.expected.is_empty());
+            } else {
                 for opt in spec.options {
                     let word = opt.usage().split([' ', '|']).next().unwrap();
                     assert!(spec.expected.contains(word), "{} {word}", spec.name);
@@ -250,6 +539,7 @@ mod tests {
             assert_eq!(spec.option_bits, bits(spec.options));
             assert_eq!(spec.writes, spec.access != KeyAccess::Read);
             assert_eq!(spec.flags.starts_with("write"), spec.writes);
+            assert_eq!(spec.acl.starts_with("write"), spec.writes);
         }
     }
 }

@@ -61,6 +61,22 @@ pub enum LockError {
     Unblocked,
     /// A bug inside the module, caught by the panic firewall.
     Internal(String),
+    /// An argument out of its range: the full message after `ERR `
+    /// (`invalid COUNT: must be a positive integer`).
+    Invalid(&'static str),
+    /// The key holds a string that is not a decimal integer (a semaphore).
+    NotSemaphore,
+    /// The key holds a string that is not a decimal integer (a latch).
+    NotLatch,
+    /// INCRBY would overflow the permit count (Redis's own refusal).
+    CountOverflow,
+    /// A permit id that is not 32 hex characters, or given twice.
+    BadPermitId(&'static str),
+    /// SEMAPHORE.RETURN of an id that is not leased now (never leased,
+    /// returned, or lapsed).
+    NotLeased,
+    /// A semaphore write whose `{key}:timeout` hashes to another slot.
+    TimeoutCrossSlot,
 }
 
 impl LockError {
@@ -70,7 +86,10 @@ impl LockError {
             LockError::WrongType => "WRONGTYPE",
             LockError::NotOwner => "NOTOWNER",
             LockError::NotLock => "NOTLOCK",
-            LockError::TokenCrossSlot => "CROSSSLOT",
+            LockError::TokenCrossSlot | LockError::TimeoutCrossSlot => "CROSSSLOT",
+            LockError::NotSemaphore => "NOTSEMAPHORE",
+            LockError::NotLatch => "NOTLATCH",
+            LockError::NotLeased => "NOTOWNER",
             LockError::NoReplicas { .. } | LockError::NoReplicasLost => "NOREPLICAS",
             LockError::NoPerm(_) => "NOPERM",
             LockError::ReadOnly => "READONLY",
@@ -141,6 +160,21 @@ impl LockError {
             LockError::Internal(what) => Cow::Owned(format!(
                 "ERR internal error in the lock module: {what} (details in the server log)"
             )),
+            LockError::Invalid(why) => Cow::Owned(format!("ERR {why}")),
+            LockError::NotSemaphore => Cow::Borrowed(
+                "NOTSEMAPHORE key holds a string that is not a permit count (a decimal integer expected)",
+            ),
+            LockError::NotLatch => Cow::Borrowed(
+                "NOTLATCH key holds a string that is not a latch count (a decimal integer expected)",
+            ),
+            LockError::CountOverflow => Cow::Borrowed("ERR increment or decrement would overflow"),
+            LockError::BadPermitId(why) => Cow::Owned(format!("ERR invalid permit id: {why}")),
+            LockError::NotLeased => Cow::Borrowed(
+                "NOTOWNER permit not leased (lapsed, returned or never leased); nothing was returned",
+            ),
+            LockError::TimeoutCrossSlot => Cow::Borrowed(
+                "CROSSSLOT the semaphore's lease set ({key}:timeout) hashes to another slot; give the key a hash tag",
+            ),
         }
     }
 }
@@ -192,6 +226,13 @@ mod tests {
             LockError::ReadOnly,
             LockError::Unblocked,
             LockError::Internal("x".into()),
+            LockError::Invalid("x"),
+            LockError::NotSemaphore,
+            LockError::NotLatch,
+            LockError::CountOverflow,
+            LockError::BadPermitId("x"),
+            LockError::NotLeased,
+            LockError::TimeoutCrossSlot,
         ];
         for e in all {
             let msg = e.message();

@@ -6,6 +6,30 @@ pub fn key_slot(key: &[u8]) -> u16 {
     crc16(hash_tag(key)) & 0x3FFF
 }
 
+/// Whether two names land in the same cluster slot.
+pub fn same_slot(a: &[u8], b: &[u8]) -> bool {
+    key_slot(a) == key_slot(b)
+}
+
+/// Whether a semaphore's lease set `{key}:timeout` shares the key's slot
+/// (else a call that would write it answers CROSSSLOT in cluster mode).
+pub fn timeout_key_same_slot(key: &[u8]) -> bool {
+    same_slot(&crate::channel::timeout_key(key), key)
+}
+
+/// Whether a semaphore's channel `redisson_sc:{key}` shares the key's slot
+/// (else, in cluster mode, its publish is skipped).
+pub fn semaphore_channel_same_slot(key: &[u8]) -> bool {
+    same_slot(&crate::channel::semaphore_channel(key), key)
+}
+
+/// Whether a latch's channel (always braced) shares the key's slot: not for
+/// a key with a valid hash tag (`{x}` → `...{{x}}`); its publish is then
+/// skipped in cluster mode.
+pub fn latch_channel_same_slot(key: &[u8]) -> bool {
+    same_slot(&crate::channel::latch_channel(key), key)
+}
+
 /// The part of the key that is hashed: the first `{...}` with something
 /// inside, else the whole key.
 fn hash_tag(key: &[u8]) -> &[u8] {
@@ -50,5 +74,23 @@ mod tests {
         assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"user1000"));
         assert_eq!(key_slot(b"foo{{bar}}zap"), key_slot(b"{bar"));
         assert_eq!(key_slot(b"foo{bar}{zap}"), key_slot(b"bar"));
+    }
+
+    #[test]
+    fn derived_names_of_the_family() {
+        // REDISSON-FAMILY.md §0.3: no braces, or a valid tag, share the slot.
+        for key in [&b"x"[..], b"user:{42}:sem", b"{s}"] {
+            assert!(timeout_key_same_slot(key), "{key:?}");
+            assert!(semaphore_channel_same_slot(key), "{key:?}");
+        }
+        // A `}` without a `{`, a `{` without a valid tag, an empty tag.
+        for key in [&b"a}b"[..], b"a{b", b"{}x"] {
+            assert!(!timeout_key_same_slot(key), "{key:?}");
+        }
+        assert_eq!(key_slot(b"a}b"), 7866);
+        assert_eq!(key_slot(b"{a}b}:timeout"), 15495);
+        assert!(latch_channel_same_slot(b"x"));
+        assert!(!latch_channel_same_slot(b"{x}"));
+        assert_eq!(key_slot(b"redisson_countdownlatch__channel__{{x}}"), 11068);
     }
 }

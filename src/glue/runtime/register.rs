@@ -191,7 +191,7 @@ fn set_info(command: *mut raw::RedisModuleCommand, spec: &CommandSpec) -> Result
     key_specs[0].flags = key_flags(spec.access);
     key_specs[0].begin_search_type =
         raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
-    match spec.keys {
+    match spec.keys() {
         // One key at argument 1. Without this, Redis derives a read-write
         // spec from (1,1,1) and a read-only ACL pattern refuses LOCK.INFO.
         KeySpec::One => {
