@@ -20,15 +20,15 @@ pub enum Value {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Entry {
-    value: Value,
-    deadline: Option<Millis>,
+pub(crate) struct Entry {
+    pub(crate) value: Value,
+    pub(crate) deadline: Option<Millis>,
 }
 
 #[derive(Debug, Clone, Default)]
 pub struct MemoryDb {
-    now: Millis,
-    entries: BTreeMap<Vec<u8>, Entry>,
+    pub(crate) now: Millis,
+    pub(crate) entries: BTreeMap<Vec<u8>, Entry>,
 }
 
 impl MemoryDb {
@@ -58,7 +58,7 @@ impl MemoryDb {
         }
     }
 
-    fn expire(&mut self, key: &[u8]) {
+    pub(crate) fn expire(&mut self, key: &[u8]) {
         let now = self.now;
         if self
             .entries
