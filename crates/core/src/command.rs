@@ -1,9 +1,9 @@
-//! The command table: every LOCK.* command, described once. The parser
+//! The command table: every LOCK.* and RWLOCK.* command, described once. The parser
 //! (`request`) reads its options from here, and the module registers each
 //! command (name, arity, flags, key spec, ACL categories, COMMAND DOCS) from
 //! the same entry, so a command's shape is written in exactly one place.
 
-/// The LOCK.* commands.
+/// The commands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Command {
     Acquire,
@@ -11,6 +11,23 @@ pub enum Command {
     Renew,
     Info,
     ForceRelease,
+    RwAcquire,
+    RwRelease,
+    RwRenew,
+    RwInfo,
+    RwForceRelease,
+    MAcquire,
+    MRelease,
+}
+
+/// Where a command's keys are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keys {
+    /// One key, the first argument (key spec index 1, range 0).
+    One,
+    /// `numkeys key [key ...]`: the count at argument 1, the keys after it
+    /// (key spec index 1, find-keys KEYNUM: keynumidx 0, firstkey 1, step 1).
+    NumKeys,
 }
 
 /// An option a command accepts after its fixed arguments.
@@ -26,6 +43,8 @@ pub enum Opt {
     Token,
     /// `REPLICAS n ms`: reply once n replicas acknowledged the writes.
     Replicas,
+    /// `READ | WRITE`: which hold of a read-write lock (required where taken).
+    Mode,
 }
 
 impl Opt {
@@ -41,6 +60,7 @@ impl Opt {
             Opt::KeepAlive => "KEEPALIVE",
             Opt::Token => "TOKEN",
             Opt::Replicas => "REPLICAS n ms",
+            Opt::Mode => "READ | WRITE",
         }
     }
 }
@@ -101,8 +121,18 @@ const ACQUIRE_OPTIONS: &[Opt] = &[
     Opt::Replicas,
 ];
 const RENEW_OPTIONS: &[Opt] = &[Opt::Lease, Opt::KeepAlive, Opt::Replicas];
+const RW_ACQUIRE_OPTIONS: &[Opt] = &[
+    Opt::Mode,
+    Opt::Lease,
+    Opt::Block,
+    Opt::KeepAlive,
+    Opt::Token,
+    Opt::Replicas,
+];
+const RW_RELEASE_OPTIONS: &[Opt] = &[Opt::Mode];
+const MACQUIRE_OPTIONS: &[Opt] = &[Opt::Lease, Opt::Block, Opt::KeepAlive, Opt::Replicas];
 
-pub const COMMANDS: [CommandSpec; 5] = [
+pub const COMMANDS: [CommandSpec; 12] = [
     CommandSpec {
         command: Command::Acquire,
         name: "lock.acquire",
@@ -178,6 +208,111 @@ pub const COMMANDS: [CommandSpec; 5] = [
         complexity: "O(1)",
         expected: "",
     },
+    CommandSpec {
+        command: Command::RwAcquire,
+        name: "rwlock.acquire",
+        arity: -4,
+        takes_owner: true,
+        options: RW_ACQUIRE_OPTIONS,
+        option_bits: bits(RW_ACQUIRE_OPTIONS),
+        flags: "write deny-oom",
+        acl: "write slow blocking",
+        access: KeyAccess::Update,
+        writes: true,
+        summary: "Takes or re-enters a read or write hold of a read-write lock, optionally waiting in a FIFO queue where writers do not starve",
+        complexity: "O(N) where N is the number of read holds on the lock",
+        expected: "unknown option, expected READ, WRITE, PX ms, EX s, BLOCK ms, KEEPALIVE, TOKEN or REPLICAS n ms",
+    },
+    CommandSpec {
+        command: Command::RwRelease,
+        name: "rwlock.release",
+        arity: 4,
+        takes_owner: true,
+        options: RW_RELEASE_OPTIONS,
+        option_bits: bits(RW_RELEASE_OPTIONS),
+        flags: "write fast",
+        acl: "write fast",
+        access: KeyAccess::Update,
+        writes: true,
+        summary: "Drops one read or write hold of a read-write lock; serves the queue when it frees",
+        complexity: "O(N) where N is the number of read holds on the lock",
+        expected: "unknown option, expected READ or WRITE",
+    },
+    CommandSpec {
+        command: Command::RwRenew,
+        name: "rwlock.renew",
+        arity: -3,
+        takes_owner: true,
+        options: RENEW_OPTIONS,
+        option_bits: bits(RENEW_OPTIONS),
+        flags: "write fast",
+        acl: "write fast",
+        access: KeyAccess::Update,
+        writes: true,
+        summary: "Extends the lease of every hold the owner has on a read-write lock; ties or unties them to the connection",
+        complexity: "O(N) where N is the number of read holds on the lock",
+        expected: "unknown option, expected PX ms, EX s, KEEPALIVE or REPLICAS n ms",
+    },
+    CommandSpec {
+        command: Command::RwInfo,
+        name: "rwlock.info",
+        arity: 2,
+        takes_owner: false,
+        options: &[],
+        option_bits: 0,
+        flags: "readonly fast",
+        acl: "read fast",
+        access: KeyAccess::Read,
+        writes: false,
+        summary: "Shows the mode, writer, readers, holds, lease, waiters and ties of a read-write lock",
+        complexity: "O(N) where N is the number of read holds on the lock",
+        expected: "",
+    },
+    CommandSpec {
+        command: Command::RwForceRelease,
+        name: "rwlock.forcerelease",
+        arity: 2,
+        takes_owner: false,
+        options: &[],
+        option_bits: 0,
+        flags: "write fast",
+        acl: "write fast",
+        access: KeyAccess::Delete,
+        writes: true,
+        summary: "Removes a read-write lock (every hold and its timeout keys) whoever holds it and serves the queue",
+        complexity: "O(N) where N is the number of read holds on the lock",
+        expected: "",
+    },
+    CommandSpec {
+        command: Command::MAcquire,
+        name: "lock.macquire",
+        arity: -4,
+        takes_owner: true,
+        options: MACQUIRE_OPTIONS,
+        option_bits: bits(MACQUIRE_OPTIONS),
+        flags: "write deny-oom",
+        acl: "write slow blocking",
+        access: KeyAccess::Update,
+        writes: true,
+        summary: "Takes or re-enters several locks at once, all or none, optionally waiting in one arrival order across their queues",
+        complexity: "O(N) where N is the number of keys",
+        expected: "unknown option, expected PX ms, EX s, BLOCK ms, KEEPALIVE or REPLICAS n ms",
+    },
+    CommandSpec {
+        command: Command::MRelease,
+        name: "lock.mrelease",
+        arity: -4,
+        takes_owner: true,
+        options: &[],
+        option_bits: 0,
+        flags: "write fast",
+        acl: "write fast",
+        access: KeyAccess::Update,
+        writes: true,
+        summary: "Drops one hold of each of several locks held by the owner, all or none",
+        complexity: "O(N) where N is the number of keys",
+        expected: "",
+    },
 ];
 
 impl Command {
@@ -198,6 +333,24 @@ impl Command {
     pub fn takes(self, opt: Opt) -> bool {
         self.spec().option_bits & opt.bit() != 0
     }
+
+    /// Where the command's keys are (a method, not a table column, so that
+    /// entries added elsewhere need not spell it out).
+    pub fn keys(self) -> Keys {
+        match self {
+            Command::MAcquire | Command::MRelease => Keys::NumKeys,
+            _ => Keys::One,
+        }
+    }
+
+    /// The options the command cannot do without (listed in `options` too):
+    /// an RW lock's `READ | WRITE`.
+    pub fn required(self) -> &'static [Opt] {
+        match self {
+            Command::RwAcquire | Command::RwRelease => &[Opt::Mode],
+            _ => &[],
+        }
+    }
 }
 
 #[cfg(test)]
@@ -208,16 +361,41 @@ mod tests {
     fn table_is_in_enum_order_and_consistent() {
         for (i, spec) in COMMANDS.iter().enumerate() {
             assert_eq!(spec.command as usize, i);
-            assert!(spec.name.starts_with("lock."));
-            let fixed = 2 + i32::from(spec.takes_owner);
-            if spec.options.is_empty() {
+            assert!(
+                ["lock.", "rwlock."]
+                    .iter()
+                    .any(|p| spec.name.starts_with(p)),
+                "{}",
+                spec.name
+            );
+            // Name, the key (or numkeys and one key), the owner, the
+            // required options (one word each).
+            let keys = match spec.command.keys() {
+                Keys::One => 1,
+                Keys::NumKeys => 2,
+            };
+            let required = spec.command.required();
+            let fixed = 1 + keys + i32::from(spec.takes_owner) + required.len() as i32;
+            for opt in required {
+                assert!(spec.options.contains(opt), "{}", spec.name);
+            }
+            let optional = spec.options.len() > required.len();
+            if spec.command == Command::MRelease {
+                // `numkeys key [key ...] owner`: variadic without options.
+                assert_eq!(spec.arity, -fixed);
+                assert!(spec.options.is_empty() && spec.expected.is_empty());
+            } else if !optional {
                 assert_eq!(spec.arity, fixed, "{}", spec.name);
-                assert!(spec.expected.is_empty());
+                assert_eq!(spec.expected.is_empty(), spec.options.is_empty());
             } else {
                 assert_eq!(spec.arity, -fixed, "{}", spec.name);
-                for opt in spec.options {
-                    let word = opt.usage().split([' ', '|']).next().unwrap();
-                    assert!(spec.expected.contains(word), "{} {word}", spec.name);
+            }
+            for opt in spec.options {
+                for word in opt.usage().split(' ').filter(|w| w.len() > 1) {
+                    let word = word.trim_matches('|');
+                    if !["ms", "s", "n"].contains(&word) {
+                        assert!(spec.expected.contains(word), "{} {word}", spec.name);
+                    }
                 }
             }
             assert_eq!(spec.option_bits, bits(spec.options));

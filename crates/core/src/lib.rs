@@ -4,6 +4,7 @@
 //! `LockStore` (`rules`), and the outcome tells the module what to reply and
 //! what follows (publish, hand-off). Who gets a freed lock is `serve`, over
 //! the FIFO `queue`. `memory` runs the same rules in memory for tests.
+//! `rwlock` is the read-write lock (RWLOCK.*).
 
 pub mod channel;
 pub mod command;
@@ -15,6 +16,7 @@ pub mod owner;
 pub mod queue;
 pub mod request;
 pub mod rules;
+pub mod rwlock;
 pub mod serve;
 pub mod slot;
 pub mod store;

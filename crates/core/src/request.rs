@@ -12,6 +12,7 @@ use super::error::{LockError, LockResult};
 use super::lease::{Lease, Millis, NOT_POSITIVE};
 use super::number::parse_i64;
 use super::owner;
+use super::rwlock::RwMode;
 
 /// Who asks for the lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,12 +130,14 @@ pub fn parse_key<A: AsRef<[u8]>>(command: Command, args: &[A]) -> LockResult<Key
 }
 
 #[derive(Default)]
-struct Options {
-    lease: Option<Lease>,
-    block: Option<Block>,
-    keepalive: bool,
-    token: bool,
-    replicas: Option<Replicas>,
+pub(crate) struct Options {
+    pub(crate) lease: Option<Lease>,
+    pub(crate) block: Option<Block>,
+    pub(crate) keepalive: bool,
+    pub(crate) token: bool,
+    pub(crate) replicas: Option<Replicas>,
+    /// `READ | WRITE` (RW locks).
+    pub(crate) mode: Option<RwMode>,
 }
 
 /// Which option a word names, if the command takes it.
@@ -147,12 +150,17 @@ fn option_named(command: Command, word: &[u8]) -> Option<Opt> {
         5 if is(b"TOKEN") => Opt::Token,
         8 if is(b"REPLICAS") => Opt::Replicas,
         9 if is(b"KEEPALIVE") => Opt::KeepAlive,
+        4 if is(b"READ") => Opt::Mode,
+        5 if is(b"WRITE") => Opt::Mode,
         _ => return None,
     };
     command.takes(opt).then_some(opt)
 }
 
-fn parse_options<A: AsRef<[u8]>>(command: Command, mut rest: &[A]) -> LockResult<Options> {
+pub(crate) fn parse_options<A: AsRef<[u8]>>(
+    command: Command,
+    mut rest: &[A],
+) -> LockResult<Options> {
     let mut o = Options::default();
     while let [name, tail @ ..] = rest {
         let name = name.as_ref();
@@ -167,6 +175,16 @@ fn parse_options<A: AsRef<[u8]>>(command: Command, mut rest: &[A]) -> LockResult
             Opt::KeepAlive => {
                 if std::mem::replace(&mut o.keepalive, true) {
                     return Err(LockError::Syntax("KEEPALIVE given more than once"));
+                }
+                tail
+            }
+            Opt::Mode => {
+                let mode = match name.len() {
+                    4 => RwMode::Read,
+                    _ => RwMode::Write,
+                };
+                if o.mode.replace(mode).is_some() {
+                    return Err(LockError::Syntax("give one mode: READ or WRITE, once"));
                 }
                 tail
             }
