@@ -4,13 +4,15 @@
 //! `LockStore` (`rules`), and the outcome tells the module what to reply and
 //! what follows (publish, hand-off). Who gets a freed lock is `serve`, over
 //! the FIFO `queue`. `memory` runs the same rules in memory for tests.
-//! `rwlock` is the read-write lock (RWLOCK.*).
+//! `rwlock` is the read-write lock (RWLOCK.*), `multi` the all-or-nothing
+//! multi-key lock (LOCK.MACQUIRE / LOCK.MRELEASE) over ordinary locks.
 
 pub mod channel;
 pub mod command;
 pub mod error;
 pub mod lease;
 pub mod memory;
+pub mod multi;
 pub mod number;
 pub mod owner;
 pub mod queue;
