@@ -62,7 +62,7 @@ pub enum LockError {
     RwOwner,
     /// The key holds a hash that is not a read-write lock.
     NotRwLock,
-    /// One owner would hold more read holds than `rwlock::MAX_READ_HOLDS`.
+    /// An RW lock would have more read holds than `rwlock::MAX_READ_HOLDS`.
     ReadHoldLimit,
     /// A read hold's timeout key would hash to another cluster slot.
     RwCrossSlot,
@@ -157,7 +157,7 @@ impl LockError {
                 "NOTLOCK key holds a hash that is not a read-write lock (a mode field 'read' or 'write' and positive integer hold counts expected)",
             ),
             LockError::ReadHoldLimit => {
-                Cow::Borrowed("ERR too many read holds for one owner (at most 10000)")
+                Cow::Borrowed("ERR too many read holds on this lock (at most 100000)")
             }
             LockError::RwCrossSlot => Cow::Borrowed(
                 "CROSSSLOT a read hold's timeout key ({key}:<owner>:rwlock_timeout:<n>) hashes to another slot; give the key a hash tag",

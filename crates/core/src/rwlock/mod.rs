@@ -74,10 +74,11 @@ impl RwMode {
 pub const MODE_FIELD: &[u8] = b"mode";
 /// What ends a writer's field.
 pub const WRITE_SUFFIX: &[u8] = b":write";
-/// Most read holds one owner may have on one lock: each is a key the rules
-/// read on every call, so a hash claiming more is not a lock (NOTLOCK), and
-/// an acquire past it is refused (`ReadHoldLimit`).
-pub const MAX_READ_HOLDS: i64 = 10_000;
+/// Most read holds one lock may have, all owners together: each is a key
+/// the rules read on every call, so a hash whose counts add up to more is
+/// not a lock (NOTLOCK: a hand-written count must not stall the server),
+/// and an acquire past it is refused (`ReadHoldLimit`).
+pub const MAX_READ_HOLDS: i64 = 100_000;
 
 /// Owners the layout could not tell apart from the `mode` field or from a
 /// writer's field: `ERR` on every RWLOCK command.

@@ -244,7 +244,7 @@ pub fn acquire<S: RwLockStore>(
     }
     let holds = match claim.mode {
         RwMode::Read => {
-            if reads >= MAX_READ_HOLDS {
+            if live.read_hold_count() >= MAX_READ_HOLDS {
                 return Err(LockError::ReadHoldLimit);
             }
             live.read_holds_mut(owner).push(Some(deadline));

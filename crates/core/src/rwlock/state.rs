@@ -63,7 +63,7 @@ pub(crate) struct Stored {
 /// Reads the lock at the store. WRONGTYPE for a non-hash; NOTLOCK
 /// (`NotRwLock`) for a hash that is not an RW lock: no `mode` of `read` or
 /// `write`, a count that is not a positive integer as HINCRBY reads it (or
-/// above `MAX_READ_HOLDS` for a reader), a field owned by `*`, `mode` or an
+/// read counts adding up to more than `MAX_READ_HOLDS`), a field owned by `*`, `mode` or an
 /// owner ending in `:write`, read mode with a writer or without readers,
 /// write mode without exactly one writer or with a reader other than it.
 /// `check_slots`: the call may write timeout keys, so every reader's must
@@ -87,6 +87,7 @@ pub(crate) fn load<S: RwLockStore>(store: &mut S, check_slots: bool) -> LockResu
     let mut mode = None;
     let mut writer: Option<(Vec<u8>, i64)> = None;
     let mut readers = Vec::new();
+    let mut read_holds: i64 = 0;
     for (field, value) in store.entries() {
         if field == MODE_FIELD {
             mode = Some(match &value[..] {
@@ -103,7 +104,8 @@ pub(crate) fn load<S: RwLockStore>(store: &mut S, check_slots: bool) -> LockResu
             }
             writer = Some((owner.to_vec(), count));
         } else {
-            if !stored_owner(&field) || count > MAX_READ_HOLDS {
+            read_holds = read_holds.saturating_add(count);
+            if !stored_owner(&field) || read_holds > MAX_READ_HOLDS {
                 return Err(LockError::NotRwLock);
             }
             readers.push(StoredReader {
@@ -209,6 +211,11 @@ impl Live {
             .iter()
             .find(|(o, _)| o == owner)
             .map(|(_, h)| h)
+    }
+
+    /// Every live read hold, all owners together.
+    pub fn read_hold_count(&self) -> i64 {
+        self.readers.iter().map(|(_, h)| h.len() as i64).sum()
     }
 
     pub fn reads_of(&self, owner: &[u8]) -> i64 {

@@ -808,20 +808,34 @@ fn crossslot_for_timeout_keys_in_another_slot() {
 #[test]
 fn read_holds_are_capped() {
     let mut db = MemoryDb::new(0);
-    let max = MAX_READ_HOLDS.to_string();
+    let a = MAX_READ_HOLDS - 1;
+    let a_s = a.to_string();
     db.put(
         K,
-        hash(&[(b"mode", b"read"), (b"a", max.as_bytes())]),
+        hash(&[(b"mode", b"read"), (b"a", a_s.as_bytes()), (b"b", b"1")]),
         Some(100),
     );
-    for n in 1..=MAX_READ_HOLDS {
+    for n in 1..=a {
         db.put(&tkey(b"a", n), one(), Some(100));
     }
+    db.put(&tkey(b"b", 1), one(), Some(100));
     let before = snapshot(&db);
-    assert_eq!(acq(&mut db, b"a", R, 10), Err(LockError::ReadHoldLimit));
+    for who in [&b"a"[..], b"b", b"c"] {
+        assert_eq!(acq(&mut db, who, R, 10), Err(LockError::ReadHoldLimit));
+    }
     assert_eq!(snapshot(&db), before);
-    assert_eq!(acq(&mut db, b"b", R, 10), granted(1, true));
-    let m = "ERR too many read holds for one owner (at most ".to_string();
+    // One hold less, and there is room for one more.
+    rel(&mut db, b"b", R).unwrap();
+    assert_eq!(acq(&mut db, b"c", R, 10), granted(1, true));
+    // Counts adding up to more are not a lock, however few the fields.
+    let mut db = MemoryDb::new(0);
+    db.put(
+        K,
+        hash(&[(b"mode", b"read"), (b"a", a_s.as_bytes()), (b"b", b"2")]),
+        Some(100),
+    );
+    assert_eq!(acq(&mut db, b"c", R, 10), Err(LockError::NotRwLock));
+    let m = "ERR too many read holds on this lock (at most ".to_string();
     assert_eq!(
         LockError::ReadHoldLimit.message(),
         format!("{m}{MAX_READ_HOLDS})")
@@ -1426,6 +1440,142 @@ proptest! {
             {
                 prop_assert_eq!(i.owners.len(), 1);
             }
+        }
+    }
+}
+
+// ---- Redisson's scripts and ours agree where the SPEC does not differ ----
+
+/// The hash at `K` as a map (empty when missing).
+fn fields(db: &MemoryDb) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    match db.value(K) {
+        Some(Value::Hash(h)) => h.clone(),
+        _ => BTreeMap::new(),
+    }
+}
+
+/// PTTL as Redis answers it: -2 missing, -1 no expiry.
+fn pttl(db: &MemoryDb, key: &[u8]) -> i64 {
+    match (db.value(key), db.deadline(key)) {
+        (None, _) => -2,
+        (Some(_), None) => -1,
+        (Some(_), Some(d)) => d - db.now(),
+    }
+}
+
+fn put_fields(db: &mut MemoryDb, h: BTreeMap<Vec<u8>, Vec<u8>>, deadline: Option<Millis>) {
+    if h.is_empty() {
+        db.entries.remove(K);
+    } else {
+        db.put(K, Value::Hash(h), deadline);
+    }
+}
+
+/// RedissonReadLock's acquire, step by step (REDISSON-FAMILY.md 1.2):
+/// `true` = acquired.
+fn redisson_read_lock(db: &mut MemoryDb, owner: &[u8], lease: i64) -> bool {
+    let now = db.now();
+    let mut h = fields(db);
+    let mode = h.get(&b"mode"[..]).cloned();
+    let mine = h.contains_key(&writer_field(owner));
+    match mode.as_deref() {
+        None | Some(b"read") => {}
+        Some(b"write") if mine => {}
+        _ => return false,
+    }
+    if mode.is_none() {
+        h.insert(b"mode".to_vec(), b"read".to_vec());
+    }
+    let n = h.get(owner).map_or(0, |v| {
+        std::str::from_utf8(v).unwrap().parse::<i64>().unwrap()
+    }) + 1;
+    h.insert(owner.to_vec(), n.to_string().into_bytes());
+    let left = pttl(db, K);
+    let deadline = match mode {
+        None => Some(now + lease),
+        Some(_) => Some(now + left.max(lease)),
+    };
+    put_fields(db, h, deadline);
+    db.put(&tkey(owner, n), one(), Some(now + lease));
+    true
+}
+
+/// RedissonReadLock's release in read mode (1.3): `Some(freed)`, `None`
+/// when not held.
+fn redisson_read_unlock(db: &mut MemoryDb, owner: &[u8]) -> Option<bool> {
+    let mut h = fields(db);
+    let n: i64 = std::str::from_utf8(h.get(owner)?).unwrap().parse().unwrap();
+    if n == 1 {
+        h.remove(owner);
+    } else {
+        h.insert(owner.to_vec(), (n - 1).to_string().into_bytes());
+    }
+    db.entries.remove(&tkey(owner, n));
+    let deadline = db.deadline(K);
+    if h.len() > 1 {
+        let mut longest = -3;
+        for (f, v) in &h {
+            if let Ok(count) = std::str::from_utf8(v).unwrap_or("x").parse::<i64>() {
+                for i in 1..=count {
+                    longest = longest.max(pttl(db, &tkey(f, i)));
+                }
+            }
+        }
+        if longest > 0 {
+            put_fields(db, h, Some(db.now() + longest));
+            return Some(false);
+        }
+    }
+    let _ = deadline;
+    db.entries.remove(K);
+    Some(true)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    // From any lock our rules leave (all holds live), a Redisson reader
+    // entering or leaving changes the keys exactly as a native reader's
+    // RWLOCK.ACQUIRE/RELEASE READ does; so they share one lock.
+    #[test]
+    fn redisson_readers_and_native_readers_agree(
+        ops in proptest::collection::vec(op(), 0..40),
+        who in 0..3usize,
+        lease in 1..300i64,
+    ) {
+        let mut db = MemoryDb::new(1_000_000);
+        for op in ops {
+            let mut s = db.rwlock(K);
+            let _ = match op {
+                Op::Acquire(o, m, l, _, _) => acquire(&mut s, &claim(OWNERS[o], m, l), Queued::NONE).map(|_| ()),
+                Op::Release(o, m) => release(&mut s, OWNERS[o], m).map(|_| ()),
+                Op::ReleaseAll(o) => release_all(&mut s, OWNERS[o]).map(|_| ()),
+                Op::Renew(o, l) => renew(&mut s, OWNERS[o], px(l)).map(|_| ()),
+                Op::Force => force_release(&mut s).map(|_| ()),
+                Op::Sweep | Op::Info => Ok(()),
+                Op::Advance(ms) => { db.advance(ms / 4); Ok(()) }
+            };
+        }
+        sweep(&mut db.rwlock(K)).unwrap();
+        let owner = OWNERS[who];
+        // Entering.
+        let mut theirs = db.clone();
+        let mut ours = db.clone();
+        let entered = redisson_read_lock(&mut theirs, owner, lease);
+        let got = acquire(&mut ours.rwlock(K), &claim(owner, R, lease), Queued::NONE).unwrap();
+        prop_assert_eq!(entered, matches!(got.value, RwAcquired::Granted { .. }));
+        prop_assert_eq!(snapshot(&theirs), snapshot(&ours));
+        // Leaving, in read mode.
+        if fields(&db).get(&b"mode"[..]).map(|m| &m[..]) == Some(b"read") {
+            let mut theirs = db.clone();
+            let mut ours = db.clone();
+            let left = redisson_read_unlock(&mut theirs, owner);
+            let got = release(&mut ours.rwlock(K), owner, R);
+            match left {
+                None => prop_assert_eq!(got, Err(LockError::NotOwner)),
+                Some(freed) => prop_assert_eq!(got.unwrap().value.freed, freed),
+            }
+            prop_assert_eq!(snapshot(&theirs), snapshot(&ours));
         }
     }
 }
