@@ -89,6 +89,41 @@ pub fn check_owner(owner: &[u8]) -> LockResult<()> {
     Ok(())
 }
 
+/// Every way to read `name` as a read hold's timeout key
+/// (`channel::rwlock_timeout_key(key, owner, n)`): `(key, owner, n)` for
+/// each split that names it, so that a keyspace event on a timeout key
+/// (its expiry, a DEL) can be mapped back to its lock; the glue keeps the
+/// candidates whose key it serves (a queue, a tie). Names can be ambiguous
+/// (keys and owners may both contain `:`, `{`, `}`), hence several.
+pub fn timeout_key_candidates(name: &[u8]) -> Vec<(&[u8], &[u8], i64)> {
+    const INFIX: &[u8] = b":rwlock_timeout:";
+    let mut found = Vec::new();
+    // `<base>:rwlock_timeout:<n>`, n as Redisson writes it (decimal, >= 1).
+    let Some(at) = name.windows(INFIX.len()).rposition(|w| w == INFIX) else {
+        return found;
+    };
+    let Some(n) = crate::number::parse_positive(&name[at + INFIX.len()..]) else {
+        return found;
+    };
+    let base = &name[..at];
+    for (i, _) in base.iter().enumerate().filter(|&(_, &b)| b == b':') {
+        let (prefix, owner) = (&base[..i], &base[i + 1..]);
+        if owner.is_empty() {
+            continue;
+        }
+        // `{key}:<owner>` for a key without `{`; `key:<owner>` for one with.
+        if let [b'{', key @ .., b'}'] = prefix
+            && !key.contains(&b'{')
+        {
+            found.push((key, owner, n));
+        }
+        if prefix.contains(&b'{') {
+            found.push((prefix, owner, n));
+        }
+    }
+    found
+}
+
 /// The writer's hash field: `<owner>:write`.
 pub fn writer_field(owner: &[u8]) -> Vec<u8> {
     let mut field = Vec::with_capacity(owner.len() + WRITE_SUFFIX.len());

@@ -123,6 +123,55 @@ fn timeout_keys_follow_suffix_name_with_a_hash_tag() {
     );
 }
 
+#[test]
+fn timeout_keys_map_back_to_their_lock() {
+    // `{rw}:u:1:rwlock_timeout:12` is also the key `{rw}`'s owner `u:1`,
+    // and the key `{rw}:u`'s owner `1`.
+    let name = tkey(b"u:1", 12);
+    assert_eq!(
+        timeout_key_candidates(&name),
+        vec![
+            (K, &b"u:1"[..], 12),
+            (&b"{rw}"[..], &b"u:1"[..], 12),
+            (&b"{rw}:u"[..], &b"1"[..], 12)
+        ]
+    );
+    let name = rwlock_timeout_key(b"x:{t}", b"o", 1);
+    assert_eq!(
+        timeout_key_candidates(&name),
+        vec![(&b"x:{t}"[..], &b"o"[..], 1)]
+    );
+    // Ambiguous splits are all offered.
+    let name = rwlock_timeout_key(b"{t}:a", b"b:c", 2);
+    let c = timeout_key_candidates(&name);
+    assert!(c.contains(&(&b"{t}:a"[..], &b"b:c"[..], 2)));
+    assert!(c.contains(&(&b"{t}"[..], &b"a:b:c"[..], 2)));
+    for not in [
+        &b"{rw}:o:rwlock_timeout:0"[..],
+        b"{rw}:o:rwlock_timeout:x",
+        b"rw:o",
+        b"{rw}::rwlock_timeout:1",
+    ] {
+        assert!(timeout_key_candidates(not).is_empty(), "{not:?}");
+    }
+}
+
+proptest! {
+    #[test]
+    fn every_timeout_key_maps_back(
+        key in proptest::collection::vec(prop_oneof![Just(b'{'), Just(b'}'), Just(b':'), Just(b'a')], 0..8),
+        owner in proptest::collection::vec(prop_oneof![Just(b'{'), Just(b'}'), Just(b':'), Just(b'b')], 1..8),
+        n in 1..100_000i64,
+    ) {
+        let name = rwlock_timeout_key(&key, &owner, n);
+        let c = timeout_key_candidates(&name);
+        prop_assert!(c.contains(&(&key[..], &owner[..], n)), "{:?}", c);
+        for (k, o, m) in c {
+            prop_assert_eq!(rwlock_timeout_key(k, o, m), name.clone());
+        }
+    }
+}
+
 // ---- read holds ----
 
 #[test]
