@@ -36,9 +36,9 @@ mod tests;
 
 pub use memory::MemoryRwLock;
 pub use rules::{
-    Forced, OwnerHolds, Queued, RenewUndo, Renewed, RwAcquired, RwClaim, RwInfo, RwOutcome,
-    RwReleased, Swept, acquire, force_release, holding, info, next_deadline, release, release_all,
-    renew, restore_renewal, sweep, take_back,
+    Due, Forced, OwnerHolds, Queued, RenewUndo, Renewed, RwAcquired, RwClaim, RwInfo, RwOutcome,
+    RwReleased, Swept, acquire, due, force_release, holding, info, next_deadline, release,
+    release_all, renew, restore_renewal, sweep, take_back,
 };
 pub use serve::{RwGrant, RwWaiting, Served, serve};
 pub use store::{KeyTtl, RwLockStore};

@@ -458,6 +458,45 @@ pub fn next_deadline<S: RwLockStore>(store: &mut S) -> LockResult<Option<Millis>
     Ok(live.next_deadline())
 }
 
+/// What ends at the lock's next deadline, if nothing changes before it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Due {
+    /// `next_deadline`: sweep and serve just after it (once now > at).
+    pub at: Millis,
+    /// Owners that will hold nothing then (`rwlock.expired` each). Redis
+    /// deletes a lapsed hash before anyone reads it, so the glue keeps this
+    /// from when it arms the deadline (re-armed after every change).
+    pub ending: Vec<Vec<u8>>,
+    /// The lock will be free then.
+    pub frees: bool,
+}
+
+/// The lock's next deadline and what ends at it; `None` when there is no
+/// live lock or nothing expires. Reads only.
+pub fn due<S: RwLockStore>(store: &mut S) -> LockResult<Option<Due>> {
+    let stored = state::load(store, false)?;
+    let live = Live::of(&stored);
+    let Some(at) = live.next_deadline() else {
+        return Ok(None);
+    };
+    let ends = |d: &Deadline| d.is_some_and(|d| d <= at);
+    let hash_ends = live.target().is_some_and(|t| ends(&t));
+    let ending = live
+        .owners()
+        .into_iter()
+        .filter(|(o, _, writes)| {
+            let reads_end = live.read_holds(o).is_none_or(|h| h.iter().all(ends));
+            reads_end && (*writes == 0 || hash_ends)
+        })
+        .map(|(o, _, _)| o)
+        .collect();
+    Ok(Some(Due {
+        at,
+        ending,
+        frees: hash_ends,
+    }))
+}
+
 /// RWLOCK.INFO: `None` when no live hold remains. Reads only (lapsed holds
 /// are left for the next writing call).
 pub fn info<S: RwLockStore>(store: &mut S) -> LockResult<Option<RwInfo>> {

@@ -286,6 +286,44 @@ fn the_last_live_hold_ending_frees_the_lock() {
     assert_eq!(acq(&mut db, b"w", W, 100), granted(1, true));
 }
 
+#[test]
+fn due_tells_who_ends_at_the_next_deadline() {
+    let mut db = MemoryDb::new(0);
+    assert_eq!(due(&mut db.rwlock(K)), Ok(None));
+    acq(&mut db, b"a", R, 100).unwrap();
+    acq(&mut db, b"a", R, 300).unwrap();
+    acq(&mut db, b"b", R, 100).unwrap();
+    acq(&mut db, b"c", R, 200).unwrap();
+    // At 100: a keeps a hold, b ends; the lock lives on.
+    assert_eq!(
+        due(&mut db.rwlock(K)),
+        Ok(Some(Due {
+            at: 100,
+            ending: vec![b"b".to_vec()],
+            frees: false
+        }))
+    );
+    db.advance(101);
+    assert_eq!(
+        sweep(&mut db.rwlock(K)).unwrap().expired,
+        vec![b"b".to_vec()]
+    );
+    let d = due(&mut db.rwlock(K)).unwrap().unwrap();
+    assert_eq!((d.at, d.ending, d.frees), (200, vec![b"c".to_vec()], false));
+    db.advance(100);
+    let d = due(&mut db.rwlock(K)).unwrap().unwrap();
+    assert_eq!((d.at, d.ending, d.frees), (300, vec![b"a".to_vec()], true));
+    // The writer ends with the hash; its shorter read hold alone does not end it.
+    let mut db = MemoryDb::new(0);
+    acq(&mut db, b"w", W, 100).unwrap();
+    acq(&mut db, b"w", R, 50).unwrap();
+    let d = due(&mut db.rwlock(K)).unwrap().unwrap();
+    assert_eq!((d.at, d.ending, d.frees), (50, vec![], false));
+    db.advance(51);
+    let d = due(&mut db.rwlock(K)).unwrap().unwrap();
+    assert_eq!((d.at, d.ending, d.frees), (100, vec![b"w".to_vec()], true));
+}
+
 // ---- write holds ----
 
 #[test]
@@ -1372,6 +1410,20 @@ proptest! {
                     prop_assert!(!swept.freed);
                 }
                 None => {}
+            }
+            // `due` predicts who ends at the next deadline.
+            if let Some(d) = due(&mut db.rwlock(K)).unwrap() {
+                let owners = |db: &mut MemoryDb| -> BTreeSet<Vec<u8>> {
+                    info(&mut db.rwlock(K)).unwrap().map_or_else(BTreeSet::new, |i| {
+                        i.owners.into_iter().map(|(o, _, _)| o).collect()
+                    })
+                };
+                let mut later = db.clone();
+                later.advance(d.at + 1 - later.now());
+                let after = owners(&mut later);
+                let ended: BTreeSet<_> = owners(&mut db).difference(&after).cloned().collect();
+                prop_assert_eq!(ended, d.ending.into_iter().collect::<BTreeSet<_>>());
+                prop_assert_eq!(d.frees, after.is_empty());
             }
             // A writer overlaps no one; free exactly when nothing is live.
             m.lapse(db.now());
