@@ -472,10 +472,18 @@ pub struct Due {
 }
 
 /// The lock's next deadline and what ends at it; `None` when there is no
-/// live lock or nothing expires. Reads only.
+/// lock or nothing expires. A stored lock with no live hold is due now
+/// (its sweep reports the lapsed owners). Reads only.
 pub fn due<S: RwLockStore>(store: &mut S) -> LockResult<Option<Due>> {
     let stored = state::load(store, false)?;
     let live = Live::of(&stored);
+    if stored.exists && live.is_free() {
+        return Ok(Some(Due {
+            at: stored.now,
+            ending: Vec::new(),
+            frees: true,
+        }));
+    }
     let Some(at) = live.next_deadline() else {
         return Ok(None);
     };

@@ -953,6 +953,14 @@ fn a_crashed_redisson_reader_lapses_with_its_timeout_key() {
     db.advance(30_001);
     // The hash is still there, but no hold is live: the lock is free.
     assert_eq!(next_deadline(&mut db.rwlock(K)), Ok(Some(30_001)));
+    assert_eq!(
+        due(&mut db.rwlock(K)),
+        Ok(Some(Due {
+            at: 30_001,
+            ending: vec![],
+            frees: true
+        }))
+    );
     assert_eq!(info(&mut db.rwlock(K)), Ok(None));
     let swept = sweep(&mut db.rwlock(K)).unwrap();
     assert_eq!(
