@@ -141,6 +141,9 @@ fn timeout_keys_map_back_to_their_lock() {
         timeout_key_candidates(&name),
         vec![(&b"x:{t}"[..], &b"o"[..], 1)]
     );
+    // The key `{}` contains `{`: `{}:{:...`, not the key `` braced.
+    let name = rwlock_timeout_key(b"{}", b"{", 1);
+    assert!(timeout_key_candidates(&name).contains(&(&b"{}"[..], &b"{"[..], 1)));
     // Ambiguous splits are all offered.
     let name = rwlock_timeout_key(b"{t}:a", b"b:c", 2);
     let c = timeout_key_candidates(&name);
