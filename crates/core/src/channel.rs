@@ -1,7 +1,8 @@
 //! Redisson's names derived from an object's key: the lock's unlock channel
 //! (so Redisson clients waiting on a lock taken through LOCK.* are woken as
 //! usual), RFencedLock's token counter (so both issue one sequence), the
-//! semaphore's channel and lease set, and the latch's channel.
+//! semaphore's channel and lease set, the latch's channel, and the
+//! read-write lock's channel and its read holds' timeout keys.
 //!
 //! Redisson's naming rule (`RedissonObject.prefixName`/`suffixName`): with
 //! no `{` in the key, `prefix:{key}` and `{key}:suffix`; with one,
@@ -62,6 +63,43 @@ pub fn latch_channel(key: &[u8]) -> Vec<u8> {
     name
 }
 
+/// RReadWriteLock's channel: `redisson_rwlock:{<key>}` (`prefixName`).
+pub fn rwlock_channel(key: &[u8]) -> Vec<u8> {
+    prefixed(RWLOCK_CHANNEL_PREFIX, key)
+}
+
+/// The timeout key of an RW lock's read hold `n` (1-based) of `owner`:
+/// `{<key>}:<owner>:rwlock_timeout:<n>`, or `<key>:<owner>:rwlock_timeout:<n>`
+/// when the key contains `{` (`suffixName(key, owner) + ":rwlock_timeout:" + n`).
+pub fn rwlock_timeout_key(key: &[u8], owner: &[u8], n: i64) -> Vec<u8> {
+    let mut name = Vec::with_capacity(key.len() + owner.len() + 40);
+    suffixed_into(&mut name, key);
+    name.extend_from_slice(owner);
+    name.extend_from_slice(RWLOCK_TIMEOUT_INFIX);
+    name.extend_from_slice(n.to_string().as_bytes());
+    name
+}
+
+/// Redisson's READ_UNLOCK_MESSAGE on the RW channel: a write release ended
+/// write mode, or a force release (wakes every waiting Redisson client).
+pub const RW_WRITE_UNLOCK_MESSAGE: &[u8] = b"1";
+/// Redisson's UNLOCK_MESSAGE on the RW channel: a read release freed the lock.
+pub const RW_READ_UNLOCK_MESSAGE: &[u8] = b"0";
+const RWLOCK_CHANNEL_PREFIX: &[u8] = b"redisson_rwlock:";
+const RWLOCK_TIMEOUT_INFIX: &[u8] = b":rwlock_timeout:";
+
+/// `suffixName(key, "")`: `{key}:` or `key:`, appended to `name`.
+fn suffixed_into(name: &mut Vec<u8>, key: &[u8]) {
+    if key.contains(&b'{') {
+        name.extend_from_slice(key);
+    } else {
+        name.push(b'{');
+        name.extend_from_slice(key);
+        name.push(b'}');
+    }
+    name.push(b':');
+}
+
 fn prefixed(prefix: &[u8], key: &[u8]) -> Vec<u8> {
     let braces = !key.contains(&b'{');
     let mut name = Vec::with_capacity(prefix.len() + key.len() + 2);
@@ -110,6 +148,28 @@ mod tests {
         assert_eq!(
             latch_channel(b"{x}"),
             b"redisson_countdownlatch__channel__{{x}}"
+        );
+    }
+
+    #[test]
+    fn rwlock_names() {
+        assert_eq!(rwlock_channel(b"rw"), b"redisson_rwlock:{rw}");
+        assert_eq!(rwlock_channel(b"u:{42}:rw"), b"redisson_rwlock:u:{42}:rw");
+        assert_eq!(
+            rwlock_timeout_key(b"rw", b"6e38-aa:1", 2),
+            b"{rw}:6e38-aa:1:rwlock_timeout:2"
+        );
+        assert_eq!(
+            rwlock_timeout_key(b"user:{42}:lock", b"u:1", 1),
+            b"user:{42}:lock:u:1:rwlock_timeout:1"
+        );
+        assert_eq!(
+            rwlock_timeout_key(b"a{b", b"o", 10),
+            b"a{b:o:rwlock_timeout:10"
+        );
+        assert_eq!(
+            rwlock_timeout_key(b"x}y", b"o", 1),
+            b"{x}y}:o:rwlock_timeout:1"
         );
     }
 

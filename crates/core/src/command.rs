@@ -1,5 +1,5 @@
-//! The command table: every command (LOCK.*, SEMAPHORE.*, LATCH.*),
-//! described once. The parser
+//! The command table: every command (LOCK.*, SEMAPHORE.*, LATCH.*,
+//! RWLOCK.*), described once. The parser
 //! (`request`) reads its options from here, and the module registers each
 //! command (name, arity, flags, key spec, ACL categories, COMMAND DOCS) from
 //! the same entry, so a command's shape is written in exactly one place.
@@ -25,6 +25,23 @@ pub enum Command {
     LatchCountDown,
     LatchAwait,
     LatchCount,
+    RwAcquire,
+    RwRelease,
+    RwRenew,
+    RwInfo,
+    RwForceRelease,
+    MAcquire,
+    MRelease,
+}
+
+/// Where a command's keys are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keys {
+    /// One key, the first argument (key spec index 1, range 0).
+    One,
+    /// `numkeys key [key ...]`: the count at argument 1, the keys after it
+    /// (key spec index 1, find-keys KEYNUM: keynumidx 0, firstkey 1, step 1).
+    NumKeys,
 }
 
 /// An option a command accepts after its fixed arguments.
@@ -42,6 +59,8 @@ pub enum Opt {
     Replicas,
     /// `COUNT n`: how many permits (n ≥ 1).
     Count,
+    /// `READ | WRITE`: which hold of a read-write lock (required where taken).
+    Mode,
 }
 
 impl Opt {
@@ -58,6 +77,7 @@ impl Opt {
             Opt::Token => "TOKEN",
             Opt::Replicas => "REPLICAS n ms",
             Opt::Count => "COUNT n",
+            Opt::Mode => "READ | WRITE",
         }
     }
 }
@@ -72,15 +92,6 @@ pub enum KeyAccess {
     Update,
     /// Deletes whatever is there.
     Delete,
-}
-
-/// Where a command's keys are (cluster routing, ACL key patterns, COMMAND GETKEYS).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KeySpec {
-    /// One key, the first argument.
-    One,
-    /// `numkeys key [key ...]` from the first argument.
-    NumKeys,
 }
 
 /// An argument between the key and the options.
@@ -168,8 +179,27 @@ const SEM_LEASE_OPTIONS: &[Opt] = &[
 ];
 const SEM_CREATE_OPTIONS: &[Opt] = &[Opt::Lease];
 const LATCH_AWAIT_OPTIONS: &[Opt] = &[Opt::Block];
+const RW_ACQUIRE_OPTIONS: &[Opt] = &[
+    Opt::Mode,
+    Opt::Lease,
+    Opt::Block,
+    Opt::KeepAlive,
+    Opt::Token,
+    Opt::Replicas,
+];
+const RW_RELEASE_OPTIONS: &[Opt] = &[Opt::Mode];
+const MACQUIRE_OPTIONS: &[Opt] = &[Opt::Lease, Opt::Block, Opt::KeepAlive, Opt::Replicas];
+const NUMKEYS_OWNER: &[FixedArg] = &[
+    fixed("numkeys", ArgKind::Integer),
+    FixedArg {
+        name: "key",
+        kind: ArgKind::String,
+        multiple: true,
+    },
+    fixed("owner", ArgKind::String),
+];
 
-pub const COMMANDS: [CommandSpec; 18] = [
+pub const COMMANDS: [CommandSpec; 25] = [
     CommandSpec {
         command: Command::Acquire,
         name: "lock.acquire",
@@ -462,6 +492,118 @@ pub const COMMANDS: [CommandSpec; 18] = [
         complexity: "O(1)",
         expected: "",
     },
+    CommandSpec {
+        command: Command::RwAcquire,
+        name: "rwlock.acquire",
+        arity: -4,
+        takes_owner: true,
+        fixed: OWNER,
+        options: RW_ACQUIRE_OPTIONS,
+        option_bits: bits(RW_ACQUIRE_OPTIONS),
+        flags: "write deny-oom",
+        acl: "write slow blocking",
+        access: KeyAccess::Update,
+        writes: true,
+        summary: "Takes or re-enters a read or write hold of a read-write lock, optionally waiting in a FIFO queue where writers do not starve",
+        complexity: "O(N) where N is the number of read holds on the lock",
+        expected: "unknown option, expected READ, WRITE, PX ms, EX s, BLOCK ms, KEEPALIVE, TOKEN or REPLICAS n ms",
+    },
+    CommandSpec {
+        command: Command::RwRelease,
+        name: "rwlock.release",
+        arity: 4,
+        takes_owner: true,
+        fixed: OWNER,
+        options: RW_RELEASE_OPTIONS,
+        option_bits: bits(RW_RELEASE_OPTIONS),
+        flags: "write fast",
+        acl: "write fast",
+        access: KeyAccess::Update,
+        writes: true,
+        summary: "Drops one read or write hold of a read-write lock; serves the queue when it frees",
+        complexity: "O(N) where N is the number of read holds on the lock",
+        expected: "unknown option, expected READ or WRITE",
+    },
+    CommandSpec {
+        command: Command::RwRenew,
+        name: "rwlock.renew",
+        arity: -3,
+        takes_owner: true,
+        fixed: OWNER,
+        options: RENEW_OPTIONS,
+        option_bits: bits(RENEW_OPTIONS),
+        flags: "write fast",
+        acl: "write fast",
+        access: KeyAccess::Update,
+        writes: true,
+        summary: "Extends the lease of every hold the owner has on a read-write lock; ties or unties them to the connection",
+        complexity: "O(N) where N is the number of read holds on the lock",
+        expected: "unknown option, expected PX ms, EX s, KEEPALIVE or REPLICAS n ms",
+    },
+    CommandSpec {
+        command: Command::RwInfo,
+        name: "rwlock.info",
+        arity: 2,
+        takes_owner: false,
+        fixed: &[],
+        options: &[],
+        option_bits: 0,
+        flags: "readonly fast",
+        acl: "read fast",
+        access: KeyAccess::Read,
+        writes: false,
+        summary: "Shows the mode, writer, readers, holds, lease, waiters and ties of a read-write lock",
+        complexity: "O(N) where N is the number of read holds on the lock",
+        expected: "",
+    },
+    CommandSpec {
+        command: Command::RwForceRelease,
+        name: "rwlock.forcerelease",
+        arity: 2,
+        takes_owner: false,
+        fixed: &[],
+        options: &[],
+        option_bits: 0,
+        flags: "write fast",
+        acl: "write fast",
+        access: KeyAccess::Delete,
+        writes: true,
+        summary: "Removes a read-write lock (every hold and its timeout keys) whoever holds it and serves the queue",
+        complexity: "O(N) where N is the number of read holds on the lock",
+        expected: "",
+    },
+    CommandSpec {
+        command: Command::MAcquire,
+        name: "lock.macquire",
+        arity: -4,
+        takes_owner: false,
+        fixed: NUMKEYS_OWNER,
+        options: MACQUIRE_OPTIONS,
+        option_bits: bits(MACQUIRE_OPTIONS),
+        flags: "write deny-oom",
+        acl: "write slow blocking",
+        access: KeyAccess::Update,
+        writes: true,
+        summary: "Takes or re-enters several locks at once, all or none, optionally waiting in one arrival order across their queues",
+        complexity: "O(N) where N is the number of keys",
+        expected: "unknown option, expected PX ms, EX s, BLOCK ms, KEEPALIVE or REPLICAS n ms",
+    },
+    CommandSpec {
+        command: Command::MRelease,
+        name: "lock.mrelease",
+        arity: -4,
+        takes_owner: false,
+        fixed: NUMKEYS_OWNER,
+        options: &[],
+        option_bits: 0,
+        flags: "write fast",
+        acl: "write fast",
+        access: KeyAccess::Update,
+        writes: true,
+        summary: "Drops one hold of each of several locks held by the owner, all or none",
+        complexity: "O(N) where N is the number of keys",
+        expected: "",
+    },
 ];
 
 impl CommandSpec {
@@ -469,15 +611,10 @@ impl CommandSpec {
     /// call; a command with `numkeys` declares none there (its key spec
     /// says where they are).
     pub fn legacy_key_range(&self) -> (i32, i32, i32) {
-        match self.keys() {
-            KeySpec::One => (1, 1, 1),
-            KeySpec::NumKeys => (0, 0, 0),
+        match self.command.keys() {
+            Keys::One => (1, 1, 1),
+            Keys::NumKeys => (0, 0, 0),
         }
-    }
-
-    /// Where the command's keys are.
-    pub fn keys(&self) -> KeySpec {
-        KeySpec::One
     }
 }
 
@@ -499,6 +636,23 @@ impl Command {
     pub fn takes(self, opt: Opt) -> bool {
         self.spec().option_bits & opt.bit() != 0
     }
+
+    /// Where the command's keys are.
+    pub fn keys(self) -> Keys {
+        match self {
+            Command::MAcquire | Command::MRelease => Keys::NumKeys,
+            _ => Keys::One,
+        }
+    }
+
+    /// The options the command cannot do without (listed in `options` too):
+    /// an RW lock's `READ | WRITE`.
+    pub fn required(self) -> &'static [Opt] {
+        match self {
+            Command::RwAcquire | Command::RwRelease => &[Opt::Mode],
+            _ => &[],
+        }
+    }
 }
 
 #[cfg(test)]
@@ -510,7 +664,7 @@ mod tests {
         for (i, spec) in COMMANDS.iter().enumerate() {
             assert_eq!(spec.command as usize, i);
             assert!(
-                ["lock.", "semaphore.", "latch."]
+                ["lock.", "semaphore.", "latch.", "rwlock."]
                     .iter()
                     .any(|family| spec.name.starts_with(family)),
                 "{}",
@@ -518,12 +672,19 @@ mod tests {
             );
             assert_eq!(spec.name, spec.name.to_lowercase());
             assert_eq!(spec.takes_owner, spec.fixed.first() == Some(&OWNER[0]));
-            let multiple = spec.fixed.last().is_some_and(|a| a.multiple);
-            assert!(spec.fixed.iter().rev().skip(1).all(|a| !a.multiple));
+            let numkeys = spec.command.keys() == Keys::NumKeys;
+            assert_eq!(numkeys, spec.fixed == NUMKEYS_OWNER, "{}", spec.name);
+            let multiple = !numkeys && spec.fixed.last().is_some_and(|a| a.multiple);
             // Variadic arguments and options cannot both follow the fixed ones.
             assert!(!multiple || spec.options.is_empty(), "{}", spec.name);
-            let fixed = 2 + spec.fixed.len() as i32;
-            if spec.options.is_empty() && !multiple {
+            // `numkeys key [key ...] owner`: one key counted in the arity.
+            let required = spec.command.required();
+            for opt in required {
+                assert!(spec.options.contains(opt), "{}", spec.name);
+            }
+            let fixed = 2 + spec.fixed.len() as i32 - i32::from(numkeys) + required.len() as i32;
+            let optional = spec.options.len() > required.len();
+            if !optional && !multiple && !numkeys {
                 assert_eq!(spec.arity, fixed, "{}", spec.name);
             } else {
                 assert_eq!(spec.arity, -fixed, "{}", spec.name);
@@ -532,8 +693,12 @@ mod tests {
                 assert!(spec.expected.is_empty());
             } else {
                 for opt in spec.options {
-                    let word = opt.usage().split([' ', '|']).next().unwrap();
-                    assert!(spec.expected.contains(word), "{} {word}", spec.name);
+                    for word in opt.usage().split(' ').filter(|w| w.len() > 1) {
+                        let word = word.trim_matches('|');
+                        if !["ms", "s", "n"].contains(&word) {
+                            assert!(spec.expected.contains(word), "{} {word}", spec.name);
+                        }
+                    }
                 }
             }
             assert_eq!(spec.option_bits, bits(spec.options));

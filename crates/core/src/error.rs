@@ -77,6 +77,26 @@ pub enum LockError {
     NotLeased,
     /// A semaphore write whose `{key}:timeout` hashes to another slot.
     TimeoutCrossSlot,
+    /// RWLOCK.ACQUIRE WRITE by an owner holding READ but not WRITE: an
+    /// upgrade would deadlock.
+    NoUpgrade,
+    /// An RW lock owner named `mode` or ending in `:write` (Redisson's
+    /// layout could not tell it from the mode field or a writer).
+    RwOwner,
+    /// The key holds a hash that is not a read-write lock.
+    NotRwLock,
+    /// An RW lock would have more read holds than `rwlock::MAX_READ_HOLDS`.
+    ReadHoldLimit,
+    /// A read hold's timeout key would hash to another cluster slot.
+    RwCrossSlot,
+    /// `numkeys` of LOCK.MACQUIRE / LOCK.MRELEASE: the full message after `ERR `.
+    NumKeys(&'static str),
+    /// The same key twice in LOCK.MACQUIRE / LOCK.MRELEASE.
+    DuplicateKey,
+    /// Owner `*` where the server cannot generate one (LOCK.MACQUIRE / LOCK.MRELEASE).
+    OwnerRequired,
+    /// LOCK.MACQUIRE / LOCK.MRELEASE keys in different cluster slots.
+    KeysCrossSlot,
 }
 
 impl LockError {
@@ -94,6 +114,9 @@ impl LockError {
             LockError::NoPerm(_) => "NOPERM",
             LockError::ReadOnly => "READONLY",
             LockError::Unblocked => "UNBLOCKED",
+            LockError::NoUpgrade => "NOUPGRADE",
+            LockError::NotRwLock => "NOTLOCK",
+            LockError::RwCrossSlot | LockError::KeysCrossSlot => "CROSSSLOT",
             _ => "ERR",
         }
     }
@@ -175,6 +198,29 @@ impl LockError {
             LockError::TimeoutCrossSlot => Cow::Borrowed(
                 "CROSSSLOT the semaphore's lease set ({key}:timeout) hashes to another slot; give the key a hash tag",
             ),
+            LockError::NoUpgrade => Cow::Borrowed(
+                "NOUPGRADE the owner holds this lock for reading: release READ before taking WRITE (an upgrade would deadlock)",
+            ),
+            LockError::RwOwner => Cow::Borrowed(
+                "ERR invalid owner: a read-write lock owner may not be 'mode' or end in ':write'",
+            ),
+            LockError::NotRwLock => Cow::Borrowed(
+                "NOTLOCK key holds a hash that is not a read-write lock (a mode field 'read' or 'write' and positive integer hold counts expected)",
+            ),
+            LockError::ReadHoldLimit => {
+                Cow::Borrowed("ERR too many read holds on this lock (at most 100000)")
+            }
+            LockError::RwCrossSlot => Cow::Borrowed(
+                "CROSSSLOT a read hold's timeout key ({key}:<owner>:rwlock_timeout:<n>) hashes to another slot; give the key a hash tag",
+            ),
+            LockError::NumKeys(why) => Cow::Owned(format!("ERR {why}")),
+            LockError::DuplicateKey => Cow::Borrowed("ERR the same key is given more than once"),
+            LockError::OwnerRequired => Cow::Borrowed(
+                "ERR invalid owner: '*' is not allowed here (give the owner that will release the locks)",
+            ),
+            LockError::KeysCrossSlot => {
+                Cow::Borrowed("CROSSSLOT Keys in request don't hash to the same slot")
+            }
         }
     }
 }
@@ -233,6 +279,15 @@ mod tests {
             LockError::BadPermitId("x"),
             LockError::NotLeased,
             LockError::TimeoutCrossSlot,
+            LockError::NoUpgrade,
+            LockError::RwOwner,
+            LockError::NotRwLock,
+            LockError::ReadHoldLimit,
+            LockError::RwCrossSlot,
+            LockError::NumKeys("x"),
+            LockError::DuplicateKey,
+            LockError::OwnerRequired,
+            LockError::KeysCrossSlot,
         ];
         for e in all {
             let msg = e.message();

@@ -6,6 +6,8 @@
 //! the FIFO `queue`. `memory` runs the same rules in memory for tests.
 //! The family beside the lock: `semaphore` (SEMAPHORE.*) and `latch`
 //! (LATCH.*), each with its store trait, rules, serve policy and parsers.
+//! `rwlock` is the read-write lock (RWLOCK.*), `multi` the all-or-nothing
+//! multi-key lock (LOCK.MACQUIRE / LOCK.MRELEASE) over ordinary locks.
 
 pub mod channel;
 pub mod command;
@@ -13,12 +15,14 @@ pub mod error;
 pub mod latch;
 pub mod lease;
 pub mod memory;
+pub mod multi;
 pub mod number;
 pub mod owner;
 pub mod queue;
 pub mod request;
 pub mod rules;
 pub mod semaphore;
+pub mod rwlock;
 pub mod serve;
 pub mod served;
 pub mod slot;

@@ -14,6 +14,7 @@ use super::error::{LockError, LockResult};
 use super::lease::{Lease, Millis, NOT_POSITIVE};
 use super::number::parse_i64;
 use super::owner;
+use super::rwlock::RwMode;
 
 /// Who asks for the lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,6 +141,8 @@ pub(crate) struct Options {
     pub(crate) replicas: Option<Replicas>,
     /// `COUNT n`, n ≥ 1.
     pub(crate) count: Option<i64>,
+    /// `READ | WRITE` (RW locks).
+    pub(crate) mode: Option<RwMode>,
 }
 
 /// Which option a word names, if the command takes it.
@@ -153,6 +156,8 @@ fn option_named(command: Command, word: &[u8]) -> Option<Opt> {
         5 if is(b"COUNT") => Opt::Count,
         8 if is(b"REPLICAS") => Opt::Replicas,
         9 if is(b"KEEPALIVE") => Opt::KeepAlive,
+        4 if is(b"READ") => Opt::Mode,
+        5 if is(b"WRITE") => Opt::Mode,
         _ => return None,
     };
     command.takes(opt).then_some(opt)
@@ -190,6 +195,16 @@ pub(crate) fn parse_options<A: AsRef<[u8]>>(
             Opt::KeepAlive => {
                 if std::mem::replace(&mut o.keepalive, true) {
                     return Err(LockError::Syntax("KEEPALIVE given more than once"));
+                }
+                tail
+            }
+            Opt::Mode => {
+                let mode = match name.len() {
+                    4 => RwMode::Read,
+                    _ => RwMode::Write,
+                };
+                if o.mode.replace(mode).is_some() {
+                    return Err(LockError::Syntax("give one mode: READ or WRITE, once"));
                 }
                 tail
             }

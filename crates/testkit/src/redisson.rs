@@ -288,3 +288,295 @@ pub fn latch_channel(name: &[u8]) -> Vec<u8> {
     c.push(b'}');
     c
 }
+
+// ---- RReadWriteLock (REDISSON-FAMILY.md section 1) ----
+//
+// Redisson's read and write locks share one hash at the lock's name:
+// `mode` -> `read` | `write`, a reader's `<owner>` -> its read holds, the
+// writer's `<owner>:write` -> its write holds; every read hold `n` has a
+// string key `<timeout prefix>:<n>` (value 1, its own lease). Scripts
+// return nil when acquired, else the hash's PTTL; releases return nil (not
+// held), 0 (still locked) or 1 (this owner's last hold of the mode went).
+// The publish command (`PUBLISH`, or `SPUBLISH` on a cluster) and the
+// unlock latch (a retried release answers as the first did) are arguments,
+// as Redisson passes them.
+
+/// RedissonReadLock's acquire: KEYS[1] lock, KEYS[2] the owner's timeout
+/// prefix (`rwlock_timeout_prefix`); ARGV[1] lease ms, ARGV[2] owner,
+/// ARGV[3] `<owner>:write`. Enters when the lock is free, in read mode
+/// (past any waiting writer), or held for writing by this owner
+/// (downgrade); each hold gets its own timeout key; the hash's TTL only
+/// grows. nil = acquired, else the PTTL.
+pub const RW_READ_LOCK: &str = "\
+local mode = redis.call('hget', KEYS[1], 'mode'); \
+if mode ~= false and mode ~= 'read' \
+    and (mode ~= 'write' or redis.call('hexists', KEYS[1], ARGV[3]) == 0) then \
+    return redis.call('pttl', KEYS[1]); \
+end; \
+if mode == false then \
+    redis.call('hset', KEYS[1], 'mode', 'read'); \
+end; \
+local n = redis.call('hincrby', KEYS[1], ARGV[2], 1); \
+redis.call('set', KEYS[2] .. ':' .. n, 1, 'px', ARGV[1]); \
+local left = redis.call('pttl', KEYS[1]); \
+if mode == false or left < tonumber(ARGV[1]) then \
+    redis.call('pexpire', KEYS[1], ARGV[1]); \
+end; \
+return nil;";
+
+/// RedissonReadLock's release: KEYS[1] lock, KEYS[2] channel, KEYS[3] the
+/// owner's timeout prefix, KEYS[4] the key prefix (`rwlock_key_prefix`),
+/// KEYS[5] unlock latch; ARGV[1] `0`, ARGV[2] owner, ARGV[3] publish
+/// command, ARGV[4] latch PX. Drops the highest hold and its timeout key;
+/// while other fields remain, the hash's TTL becomes the longest PTTL of
+/// any timeout key of any field; if none is alive in read mode (dead
+/// readers), the lock is deleted and `0` published. No lock at all:
+/// publishes `0` and returns nil.
+pub const RW_READ_UNLOCK: &str = "\
+local answered = redis.call('get', KEYS[5]); \
+if answered ~= false then \
+    return tonumber(answered); \
+end; \
+local mode = redis.call('hget', KEYS[1], 'mode'); \
+if mode == false then \
+    redis.call(ARGV[3], KEYS[2], ARGV[1]); \
+    redis.call('set', KEYS[5], 1, 'px', ARGV[4]); \
+    return nil; \
+end; \
+if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then \
+    return nil; \
+end; \
+local left = redis.call('hincrby', KEYS[1], ARGV[2], -1); \
+if left == 0 then \
+    redis.call('hdel', KEYS[1], ARGV[2]); \
+end; \
+redis.call('del', KEYS[3] .. ':' .. (left + 1)); \
+if redis.call('hlen', KEYS[1]) > 1 then \
+    local longest = -3; \
+    local all = redis.call('hgetall', KEYS[1]); \
+    for i = 1, #all, 2 do \
+        local holds = tonumber(all[i + 1]); \
+        if holds ~= nil then \
+            for n = 1, holds do \
+                local ttl = redis.call('pttl', KEYS[4] .. ':' .. all[i] .. ':rwlock_timeout:' .. n); \
+                if ttl > longest then longest = ttl; end; \
+            end; \
+        end; \
+    end; \
+    if longest > 0 or mode == 'write' then \
+        if longest > 0 then \
+            redis.call('pexpire', KEYS[1], longest); \
+        end; \
+        redis.call('set', KEYS[5], 0, 'px', ARGV[4]); \
+        return 0; \
+    end; \
+end; \
+redis.call('del', KEYS[1]); \
+redis.call(ARGV[3], KEYS[2], ARGV[1]); \
+redis.call('set', KEYS[5], 1, 'px', ARGV[4]); \
+return 1;";
+
+/// RedissonWriteLock's acquire: KEYS[1] lock; ARGV[1] lease ms, ARGV[2]
+/// `<owner>:write`. Enters only a free lock, or re-enters its own write
+/// lock (the lease is then added to the TTL left). nil = acquired, else
+/// the PTTL.
+pub const RW_WRITE_LOCK: &str = "\
+local mode = redis.call('hget', KEYS[1], 'mode'); \
+if mode == false then \
+    redis.call('hset', KEYS[1], 'mode', 'write'); \
+    redis.call('hset', KEYS[1], ARGV[2], 1); \
+    redis.call('pexpire', KEYS[1], ARGV[1]); \
+    return nil; \
+end; \
+if mode ~= 'write' or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then \
+    return redis.call('pttl', KEYS[1]); \
+end; \
+redis.call('hincrby', KEYS[1], ARGV[2], 1); \
+redis.call('pexpire', KEYS[1], redis.call('pttl', KEYS[1]) + tonumber(ARGV[1])); \
+return nil;";
+
+/// RedissonWriteLock's release: KEYS[1] lock, KEYS[2] channel, KEYS[3]
+/// unlock latch; ARGV[1] `1`, ARGV[2] lease ms (reset on a partial
+/// release), ARGV[3] `<owner>:write`, ARGV[4] publish command, ARGV[5]
+/// latch PX. The last write hold: the lock is deleted and `1` published,
+/// or, if read holds remain (a downgrade), the mode becomes `read` and
+/// nothing is published. No lock at all: publishes `1`, returns nil.
+pub const RW_WRITE_UNLOCK: &str = "\
+local answered = redis.call('get', KEYS[3]); \
+if answered ~= false then \
+    return tonumber(answered); \
+end; \
+local mode = redis.call('hget', KEYS[1], 'mode'); \
+if mode == false then \
+    redis.call(ARGV[4], KEYS[2], ARGV[1]); \
+    redis.call('set', KEYS[3], 1, 'px', ARGV[5]); \
+    return nil; \
+end; \
+if mode ~= 'write' or redis.call('hexists', KEYS[1], ARGV[3]) == 0 then \
+    return nil; \
+end; \
+local left = redis.call('hincrby', KEYS[1], ARGV[3], -1); \
+if left > 0 then \
+    redis.call('pexpire', KEYS[1], ARGV[2]); \
+    redis.call('set', KEYS[3], 0, 'px', ARGV[5]); \
+    return 0; \
+end; \
+redis.call('hdel', KEYS[1], ARGV[3]); \
+if redis.call('hlen', KEYS[1]) > 1 then \
+    redis.call('hset', KEYS[1], 'mode', 'read'); \
+else \
+    redis.call('del', KEYS[1]); \
+    redis.call(ARGV[4], KEYS[2], ARGV[1]); \
+end; \
+redis.call('set', KEYS[3], 1, 'px', ARGV[5]); \
+return 1;";
+
+/// ReadLockTask's renewal (the read-lock watchdog, Redisson 4.4+): KEYS in
+/// pairs (lock, key prefix); ARGV[1] lease ms, then for each pair the
+/// number of this client's owners on that lock followed by those owners.
+/// For each lock: every timeout key of each listed owner that holds it
+/// gets the lease, and so does the hash (set, not maximised: it can
+/// shorten another reader's). Returns one 1 (renewed) or 0 per lock.
+pub const RW_READ_RENEW: &str = "\
+local renewed = {}; \
+local a = 2; \
+for i = 1, #KEYS, 2 do \
+    local alive = false; \
+    local owners = tonumber(ARGV[a]); \
+    a = a + 1; \
+    for _ = 1, owners do \
+        local owner = ARGV[a]; \
+        a = a + 1; \
+        local holds = redis.call('hget', KEYS[i], owner); \
+        if holds ~= false then \
+            alive = true; \
+            for n = 1, tonumber(holds) do \
+                redis.call('pexpire', KEYS[i + 1] .. ':' .. owner .. ':rwlock_timeout:' .. n, ARGV[1]); \
+            end; \
+        end; \
+    end; \
+    if alive then \
+        redis.call('pexpire', KEYS[i], ARGV[1]); \
+        table.insert(renewed, 1); \
+    else \
+        table.insert(renewed, 0); \
+    end; \
+end; \
+return renewed;";
+
+/// RedissonReadLock.forceUnlock: KEYS[1] lock, KEYS[2] channel; ARGV[1]
+/// `0`, ARGV[2] publish command. Deletes only a read-mode lock (its timeout
+/// keys are left to lapse). 1 = deleted.
+pub const RW_READ_FORCE_UNLOCK: &str = "\
+if redis.call('hget', KEYS[1], 'mode') ~= 'read' then \
+    return 0; \
+end; \
+redis.call('del', KEYS[1]); \
+redis.call(ARGV[2], KEYS[2], ARGV[1]); \
+return 1;";
+
+/// RedissonWriteLock.forceUnlock: as the read one, for a write-mode lock,
+/// with ARGV[1] `1`.
+pub const RW_WRITE_FORCE_UNLOCK: &str = "\
+if redis.call('hget', KEYS[1], 'mode') ~= 'write' then \
+    return 0; \
+end; \
+redis.call('del', KEYS[1]); \
+redis.call(ARGV[2], KEYS[2], ARGV[1]); \
+return 1;";
+
+/// The RW channel's UNLOCK_MESSAGE (a read release freed the lock: wakes
+/// one waiter per Redisson instance).
+pub const RW_UNLOCK_MESSAGE: &str = "0";
+/// The RW channel's READ_UNLOCK_MESSAGE (a write release ended write mode,
+/// or a force release: wakes every waiter).
+pub const RW_READ_UNLOCK_MESSAGE: &str = "1";
+
+/// `redisson_rwlock:{name}` (prefixName).
+pub fn rwlock_channel(key: &[u8]) -> Vec<u8> {
+    let mut c = b"redisson_rwlock:".to_vec();
+    c.extend_from_slice(&rwlock_key_prefix_or_tag(key));
+    c
+}
+
+/// `{name}`, or `name` when it contains `{`: the prefix of every timeout
+/// key of the lock (RedissonReadLock.getKeyPrefix), the read release's
+/// KEYS[4] and the renewal's second key of each pair.
+pub fn rwlock_key_prefix(key: &[u8]) -> Vec<u8> {
+    rwlock_key_prefix_or_tag(key)
+}
+
+fn rwlock_key_prefix_or_tag(key: &[u8]) -> Vec<u8> {
+    if key.contains(&b'{') {
+        key.to_vec()
+    } else {
+        let mut k = Vec::with_capacity(key.len() + 2);
+        k.push(b'{');
+        k.extend_from_slice(key);
+        k.push(b'}');
+        k
+    }
+}
+
+/// `<key prefix>:<owner>:rwlock_timeout` (suffixName(name, owner) +
+/// ":rwlock_timeout"): the read acquire's KEYS[2], the read release's
+/// KEYS[3]; hold `n`'s key is this plus `:<n>`.
+pub fn rwlock_timeout_prefix(key: &[u8], owner: &[u8]) -> Vec<u8> {
+    let mut p = rwlock_key_prefix(key);
+    p.push(b':');
+    p.extend_from_slice(owner);
+    p.extend_from_slice(b":rwlock_timeout");
+    p
+}
+
+/// `<owner>:write`, the writer's field (RedissonWriteLock.getLockName).
+pub fn rwlock_writer(owner: &[u8]) -> Vec<u8> {
+    let mut w = owner.to_vec();
+    w.extend_from_slice(b":write");
+    w
+}
+
+/// `redisson_unlock_latch:{name}:<request id>` (prefixName, then the id):
+/// the releases' unlock latch.
+pub fn unlock_latch(key: &[u8], request_id: &[u8]) -> Vec<u8> {
+    let mut l = b"redisson_unlock_latch:".to_vec();
+    l.extend_from_slice(&rwlock_key_prefix_or_tag(key));
+    l.push(b':');
+    l.extend_from_slice(request_id);
+    l
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rwlock_names() {
+        assert_eq!(rwlock_channel(b"rw"), b"redisson_rwlock:{rw}");
+        assert_eq!(rwlock_channel(b"u:{1}"), b"redisson_rwlock:u:{1}");
+        assert_eq!(
+            rwlock_timeout_prefix(b"rw", b"id:1"),
+            b"{rw}:id:1:rwlock_timeout"
+        );
+        assert_eq!(
+            rwlock_timeout_prefix(b"u:{1}", b"id:1"),
+            b"u:{1}:id:1:rwlock_timeout"
+        );
+        assert_eq!(rwlock_key_prefix(b"rw"), b"{rw}");
+        assert_eq!(rwlock_writer(b"id:1"), b"id:1:write");
+        assert_eq!(unlock_latch(b"rw", b"7"), b"redisson_unlock_latch:{rw}:7");
+        // The module's own names agree (computed independently).
+        for key in [&b"rw"[..], b"u:{1}", b"a{b"] {
+            let mut hold = rwlock_timeout_prefix(key, b"o");
+            hold.extend_from_slice(b":3");
+            assert_eq!(
+                hold,
+                hashlock_core::channel::rwlock_timeout_key(key, b"o", 3)
+            );
+            assert_eq!(
+                rwlock_channel(key),
+                hashlock_core::channel::rwlock_channel(key)
+            );
+        }
+    }
+}

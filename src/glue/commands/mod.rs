@@ -19,14 +19,16 @@ use crate::glue::runtime::ffi::Ctx;
 use crate::glue::runtime::register::{self, Handler};
 use crate::glue::store::server;
 
-fn handler(command: Command) -> Handler {
-    match command {
+/// The handler of each command the module serves (`None`: not served yet).
+fn handler(command: Command) -> Option<Handler> {
+    Some(match command {
         Command::Acquire => acquire::run,
         Command::Release => release::run,
         Command::Renew => renew::run,
         Command::Info => info::run,
         Command::ForceRelease => force_release::run,
-    }
+        _ => return None,
+    })
 }
 
 /// Registers every command of the table. Writing commands are refused on a
@@ -35,7 +37,9 @@ fn handler(command: Command) -> Handler {
 pub fn register(ctx: Ctx) -> Result<(), String> {
     register::set_replica_check(|| !server::is_primary());
     for spec in &COMMANDS {
-        register::command(ctx, spec, handler(spec.command))?;
+        if let Some(handler) = handler(spec.command) {
+            register::command(ctx, spec, handler)?;
+        }
     }
     Ok(())
 }

@@ -13,7 +13,7 @@ use super::docs;
 use super::ffi::{Ctx, RStr, raw};
 use super::firewall;
 use super::reply::{self, Reply};
-use crate::core::command::{CommandSpec, KeyAccess, KeySpec};
+use crate::core::command::{CommandSpec, KeyAccess, Keys};
 use crate::core::{LockError, LockResult};
 
 /// A command handler: the arguments after the command name.
@@ -191,10 +191,10 @@ fn set_info(command: *mut raw::RedisModuleCommand, spec: &CommandSpec) -> Result
     key_specs[0].flags = key_flags(spec.access);
     key_specs[0].begin_search_type =
         raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
-    match spec.keys() {
+    match spec.command.keys() {
         // One key at argument 1. Without this, Redis derives a read-write
         // spec from (1,1,1) and a read-only ACL pattern refuses LOCK.INFO.
-        KeySpec::One => {
+        Keys::One => {
             key_specs[0].bs.index.pos = 1;
             key_specs[0].find_keys_type =
                 raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
@@ -203,7 +203,7 @@ fn set_info(command: *mut raw::RedisModuleCommand, spec: &CommandSpec) -> Result
             key_specs[0].fk.range.limit = 0;
         }
         // `numkeys key [key ...]` from argument 1.
-        KeySpec::NumKeys => {
+        Keys::NumKeys => {
             key_specs[0].bs.index.pos = 1;
             key_specs[0].find_keys_type =
                 raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_KEYNUM;
