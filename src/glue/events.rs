@@ -32,6 +32,7 @@ use crate::glue::runtime::hooks::{self, EventKind, Hooks, ServerEvent};
 use crate::glue::scheduler::{self, Job};
 use crate::glue::stats;
 use crate::glue::store::ids::ClientId;
+use crate::glue::store::lifecycle;
 use crate::glue::store::{QueueKey, is_own_event, server};
 use crate::glue::waiting::{acks, queues, ties};
 
@@ -131,8 +132,11 @@ impl Hooks for Events {
                 }
             }
             ServerEvent::ConfigChanged(names) => {
-                if names.into_iter().any(eviction::concerns) {
+                if names.iter().any(|n| eviction::concerns(n)) {
                     eviction::check(ctx);
+                }
+                if names.iter().any(|n| n.to_bytes() == b"notify-keyspace-events") {
+                    lifecycle::refresh(ctx);
                 }
             }
             ServerEvent::BeforeSleep => acks::before_sleep(ctx),

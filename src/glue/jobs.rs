@@ -5,7 +5,7 @@
 //! | `Timeout` | a queued BLOCK waiter | runs (answers nil) | runs |
 //! | `Deliver` | any answer to a blocked client | runs (a grant there becomes UNBLOCKED) | runs (writes nothing) |
 //! | `AckTimeout` | a REPLICAS wait | dropped (the waits were answered at demotion) | waits for the pause to end |
-//! | `HandOn` | a queued lock's lease deadline | dropped | waits |
+//! | `Due` | a queued lock's lease deadline | dropped | waits |
 //! | `Serve` | a foreign write to a queued key, a head leaving, a flush | dropped | waits |
 //! | `Renew` | a KEEPALIVE tie, every third of its lease | dropped | waits |
 //! | `Closed`, `Release` | a tied connection closing | dropped | waits |
@@ -18,12 +18,12 @@
 //! migrating or gone) is retried after a short back-off, never dropped.
 
 use crate::glue::runtime::ffi::Ctx;
-use crate::glue::scheduler::{self, Job};
+use crate::glue::scheduler::{self, Job, Outcome};
 use crate::glue::stats;
 use crate::glue::store::ids::TieKind;
 use crate::glue::store::server;
-use crate::glue::waiting::handoff::{self, Outcome};
-use crate::glue::waiting::{acks, callbacks, delivery, queues, ties};
+use crate::glue::waiting::lock;
+use crate::glue::waiting::{acks, callbacks, delivery, queues, serve, ties};
 
 /// How often to look again while writes are paused.
 const PAUSE_RETRY_MS: i64 = 5;
@@ -75,19 +75,19 @@ pub fn after_batch(ctx: Ctx) {
 fn run_writing(ctx: Ctx, job: Job) -> Option<Job> {
     let retry = |outcome: Outcome, job: Job| (outcome == Outcome::Retry).then_some(job);
     match job {
-        Job::HandOn(qk) => {
+        Job::Due(qk) => {
             queues::with_queue(qk.db, &qk.name, |q| q.hand_on = None);
-            let outcome = handoff::serve_key(ctx, &qk);
-            retry(outcome, Job::HandOn(qk))
+            let outcome = serve::due(ctx, &qk);
+            retry(outcome, Job::Due(qk))
         }
         Job::Serve(qk) => {
             queues::with_queue(qk.db, &qk.name, |q| q.serve = None);
-            let outcome = handoff::serve_key(ctx, &qk);
+            let outcome = serve::serve_key(ctx, &qk);
             retry(outcome, Job::Serve(qk))
         }
-        Job::Renew(qk, holder) => {
-            let outcome = handoff::renew_tied(ctx, &qk, &holder);
-            retry(outcome, Job::Renew(qk, holder))
+        Job::Renew(qk, holder, kind) => {
+            let outcome = serve::renew_tie(ctx, &qk, &holder, kind);
+            retry(outcome, Job::Renew(qk, holder, kind))
         }
         Job::Closed(client) => {
             loop {
@@ -110,11 +110,11 @@ fn run_writing(ctx: Ctx, job: Job) -> Option<Job> {
             None
         }
         Job::TakeBack(qk, owner) => {
-            let outcome = handoff::take_back(ctx, &qk, &owner);
+            let outcome = lock::take_back(ctx, &qk, &owner);
             retry(outcome, Job::TakeBack(qk, owner))
         }
         Job::Restore(qk, owner, deadline) => {
-            let outcome = handoff::restore(ctx, &qk, &owner, deadline);
+            let outcome = lock::restore(ctx, &qk, &owner, deadline);
             retry(outcome, Job::Restore(qk, owner, deadline))
         }
         Job::AckTimeout(id) => {
@@ -136,9 +136,7 @@ fn run_writing(ctx: Ctx, job: Job) -> Option<Job> {
 /// Releases one tied hold of a closed connection; tried again later if its
 /// key is not served here now.
 fn release(ctx: Ctx, qk: crate::glue::store::QueueKey, holder: ties::Holder, kind: TieKind) {
-    let outcome = match kind {
-        TieKind::Lock => handoff::release_tied(ctx, &qk, &holder),
-    };
+    let outcome = serve::release_tie(ctx, &qk, &holder, kind);
     if outcome == Outcome::Retry {
         scheduler::at(
             ctx,

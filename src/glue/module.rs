@@ -12,7 +12,7 @@ use std::ffi::c_int;
 use super::config::{SETTINGS, Setting};
 use super::runtime::ffi::{self, Ctx, Level, RStr, raw};
 use super::runtime::{firewall, hooks, register};
-use super::store::{ONE, notify, server};
+use super::store::{ONE, lifecycle, notify, server};
 use super::waiting::{acks, delivery, queues, ties};
 use super::{commands, events, eviction, info, jobs, scheduler};
 use crate::core::number::parse_i64;
@@ -52,6 +52,7 @@ pub fn load(ctx: Ctx, args: &[RStr]) -> Result<(), String> {
     events::subscribe(ctx)?;
     info::register(ctx);
     eviction::check(ctx);
+    lifecycle::refresh(ctx);
     if !register::has_acl_categories() {
         ctx.log(
             Level::Warning,

@@ -31,16 +31,25 @@ use crate::core::Millis;
 /// Longest stretch of jobs run in one go.
 const BUDGET: Duration = Duration::from_millis(1);
 
+/// What a job that writes did: done, or its key is not served here now
+/// (a slot migrating or gone): try again later, never drop it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Done,
+    Retry,
+}
+
 pub enum Job {
-    /// The lease of a lock with waiters runs out: hand it on.
-    HandOn(QueueKey),
+    /// A deadline at this key comes (a queued lock's lease runs out: hand
+    /// it on).
+    Due(QueueKey),
     /// Look at a queue again: something else changed its key, its head
     /// left, or a hand-off had to wait for a write pause to end.
     Serve(QueueKey),
     /// A waiter's BLOCK time is over.
     Timeout(WaiterId),
     /// Renew a hold tied to its connection (KEEPALIVE).
-    Renew(QueueKey, Holder),
+    Renew(QueueKey, Holder, TieKind),
     /// A connection with ties closed.
     Closed(ClientId),
     /// Release one tied hold of a closed connection (one that could not be

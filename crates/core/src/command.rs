@@ -32,6 +32,7 @@ pub enum Command {
     RwForceRelease,
     MAcquire,
     MRelease,
+    Waiters,
 }
 
 /// Where a command's keys are.
@@ -199,7 +200,7 @@ const NUMKEYS_OWNER: &[FixedArg] = &[
     fixed("owner", ArgKind::String),
 ];
 
-pub const COMMANDS: [CommandSpec; 25] = [
+pub const COMMANDS: [CommandSpec; 26] = [
     CommandSpec {
         command: Command::Acquire,
         name: "lock.acquire",
@@ -602,6 +603,22 @@ pub const COMMANDS: [CommandSpec; 25] = [
         writes: true,
         summary: "Drops one hold of each of several locks held by the owner, all or none",
         complexity: "O(N) where N is the number of keys",
+        expected: "",
+    },
+    CommandSpec {
+        command: Command::Waiters,
+        name: "lock.waiters",
+        arity: 2,
+        takes_owner: false,
+        fixed: &[],
+        options: &[],
+        option_bits: 0,
+        flags: "readonly fast",
+        acl: "read fast",
+        access: KeyAccess::Read,
+        writes: false,
+        summary: "Lists the clients queued at a key, in order: client id, owner, what each waits for, ms waited, ms left",
+        complexity: "O(N) where N is the number of clients queued at the key",
         expected: "",
     },
 ];

@@ -13,13 +13,14 @@ use crate::glue::runtime::ffi::{Ctx, OwnedStr, RStr};
 use crate::glue::runtime::reply::{Granted, Reply};
 use crate::glue::scheduler::Job;
 use crate::glue::stats;
+use crate::glue::store::lifecycle::{self, Event};
 use crate::glue::store::{LockKey, Mode, QueueKey, derived};
 use crate::glue::waiting::acks::Answer;
 use crate::glue::waiting::delivery::Verify;
 use crate::glue::waiting::slot::Wake;
 use crate::glue::waiting::queues::{self, Ask, LockAsk};
 use crate::glue::waiting::ties::{self, Granted as HowGranted, TieKind};
-use crate::glue::waiting::handoff;
+use crate::glue::waiting::lock;
 
 /// The owner asking: as the client named it, or a fresh UUID for `*`.
 enum Owner<'a> {
@@ -76,10 +77,11 @@ pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
         Acquired::Granted { holds, token } => {
             if queued {
                 // A re-entry may have shortened the lease waiters are timed by.
-                handoff::deadline_moved(ctx, db, &mut lock);
+                lock::deadline_moved(ctx, db, &mut lock);
             }
             let how = if holds == 1 {
                 stats::ACQUIRED.bump();
+                lifecycle::fire(ctx, Event::LockAcquired, key);
                 HowGranted::Fresh
             } else {
                 stats::REENTERED.bump();
@@ -139,7 +141,7 @@ pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
                 });
                 let waiter = call::waiter(ctx, id, handle, ask, tie_to.is_some(), replicas);
                 call::enqueue(ctx, db, &[key.as_ref()], waiter, block)?;
-                handoff::arm(ctx, db, key.as_ref(), deadline);
+                lock::arm(ctx, db, key.as_ref(), deadline);
                 Ok(Reply::Blocked)
             }
             _ => {

@@ -13,6 +13,7 @@ mod force_release;
 mod info;
 mod release;
 mod renew;
+mod waiters;
 
 use crate::core::command::{COMMANDS, Command};
 use crate::glue::runtime::ffi::Ctx;
@@ -27,6 +28,7 @@ fn handler(command: Command) -> Option<Handler> {
         Command::Renew => renew::run,
         Command::Info => info::run,
         Command::ForceRelease => force_release::run,
+        Command::Waiters => waiters::run,
         _ => return None,
     })
 }

@@ -13,7 +13,7 @@ use crate::glue::store::{LockKey, Mode, QueueKey};
 use crate::glue::waiting::acks::Answer;
 use crate::glue::waiting::delivery::Verify;
 use crate::glue::waiting::slot::Wake;
-use crate::glue::waiting::handoff;
+use crate::glue::waiting::lock;
 use crate::glue::waiting::ties::{self, Granted as HowGranted, TieKind};
 
 pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
@@ -36,7 +36,7 @@ pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
     stats::RENEWED.bump();
     let db = ctx.db();
     // A shorter lease moves the hand-off to waiters earlier.
-    handoff::deadline_moved(ctx, db, &mut lock);
+    lock::deadline_moved(ctx, db, &mut lock);
     // With KEEPALIVE the lock is tied to this connection (from any other);
     // without, it is a plain lease again.
     let tie = ties::decide(

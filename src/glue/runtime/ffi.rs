@@ -106,6 +106,8 @@ pub fn require_api() -> Result<(), &'static str> {
         RedisModule_Call,
         RedisModule_CallReplyType,
         RedisModule_CallReplyStringPtr,
+        RedisModule_CallReplyLength,
+        RedisModule_CallReplyArrayElement,
         RedisModule_FreeCallReply,
         RedisModule_GetCurrentUserName,
         RedisModule_GetModuleUserFromUserName,
@@ -347,6 +349,42 @@ impl Ctx {
         };
         let reply = CallReply::adopt(reply).ok_or(())?;
         Ok(reply.bytes())
+    }
+
+    /// A config's value (`CONFIG GET name`), as text.
+    pub fn config_get(self, name: &CStr) -> Option<String> {
+        // SAFETY: format `cc` with two NUL-terminated strings.
+        let reply = unsafe {
+            rm!(RedisModule_Call(
+                self.0,
+                c"CONFIG".as_ptr(),
+                c"cc".as_ptr(),
+                c"GET".as_ptr(),
+                name.as_ptr()
+            ))
+        };
+        let reply = CallReply::adopt(reply)?;
+        // A two-element array: the name, the value.
+        // SAFETY: a live reply; element 1 of a 2-element array.
+        let value = unsafe {
+            if rm!(RedisModule_CallReplyLength(reply.0.as_ptr())) < 2 {
+                return None;
+            }
+            rm!(RedisModule_CallReplyArrayElement(reply.0.as_ptr(), 1))
+        };
+        if value.is_null() {
+            return None;
+        }
+        let mut len = 0usize;
+        // SAFETY: an element owned by the reply, read before it is freed.
+        let bytes = unsafe {
+            let p = rm!(RedisModule_CallReplyStringPtr(value, &mut len));
+            if p.is_null() {
+                return Some(String::new());
+            }
+            std::slice::from_raw_parts(p as *const u8, len).to_vec()
+        };
+        Some(String::from_utf8_lossy(&bytes).into_owned())
     }
 
     /// `RM_Call` of a command with constant word arguments (`CLUSTER NODES`).

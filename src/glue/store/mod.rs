@@ -14,5 +14,6 @@ pub use queue_key::{Holder, KeyRef, QueueKey};
 
 pub mod derived;
 pub mod ids;
+pub mod lifecycle;
 pub mod notify;
 pub mod server;

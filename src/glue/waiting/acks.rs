@@ -9,7 +9,7 @@
 //! goes to the replicas, which answer within a round trip (WAIT does the
 //! same). Later turns read the replicas' acknowledged offsets and answer
 //! each call whose target n of them reached. A call whose time runs out is
-//! undone (`handoff::undo`) and answered NOREPLICAS.
+//! undone (its undo job) and answered NOREPLICAS.
 //!
 //! Nothing is sent to replicas while clients are paused: the wait goes on
 //! (its time runs), the GETACK it is owed goes out on the first turn after

@@ -40,7 +40,19 @@ pub struct LockAsk {
     pub token: bool,
 }
 
+/// The primitives that queue waiters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    Lock,
+}
+
 impl Ask {
+    pub fn family(&self) -> Family {
+        match self {
+            Ask::Lock(_) => Family::Lock,
+        }
+    }
+
     /// The owner the request names, if it has one (LOCK.WAITERS).
     pub fn owner(&self) -> Option<&[u8]> {
         match self {
@@ -248,6 +260,15 @@ pub fn front(db: i32, key: &[u8]) -> Option<(WaiterId, u64, Vec<QueueKey>)> {
         let (&ticket, &id) = q.order.first_key_value()?;
         let keys = r.waiters.get(&id)?.keys.clone();
         Some((id, ticket, keys))
+    })
+}
+
+/// The primitive the head of the queue at `qk` waits for.
+pub fn family(qk: &QueueKey) -> Option<Family> {
+    with(|r| {
+        let q = r.queues.get(qk)?;
+        let (_, id) = q.order.first_key_value()?;
+        Some(r.waiters.get(id)?.waiter.ask.family())
     })
 }
 

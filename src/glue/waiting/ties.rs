@@ -188,7 +188,7 @@ fn tie(ctx: Ctx, key: QueueKey, holder: Holder, client: ClientId, lease: Lease, 
     let renew = scheduler::at(
         ctx,
         ctx.now().saturating_add(lease.renew_every()),
-        Job::Renew(key.clone(), holder.clone()),
+        Job::Renew(key.clone(), holder.clone(), kind),
     );
     with(|t| {
         t.clients
@@ -286,11 +286,11 @@ pub fn renewal(key: &QueueKey, holder: &[u8]) -> Option<(TieKind, Lease)> {
 
 /// Schedules the next renewal of a tie, one interval from now.
 pub fn reschedule(ctx: Ctx, key: QueueKey, holder: Holder) {
-    let Some((_, lease)) = renewal(&key, &holder) else {
+    let Some((kind, lease)) = renewal(&key, &holder) else {
         return;
     };
     let due = ctx.now().saturating_add(lease.renew_every());
-    let job = scheduler::at(ctx, due, Job::Renew(key.clone(), holder.clone()));
+    let job = scheduler::at(ctx, due, Job::Renew(key.clone(), holder.clone(), kind));
     let stale = with(|t| {
         let tie = t.keys.get_mut(&key)?.get_mut(&holder)?;
         Some(std::mem::replace(&mut tie.renew, job))

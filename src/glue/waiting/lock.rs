@@ -8,7 +8,7 @@
 //!
 //! - RELEASE / FORCERELEASE / a tied connection closing serve inline
 //!   (`lock_freed`).
-//! - The holder's lease deadline: a `HandOn` job per queued lock (`arm`),
+//! - The holder's lease deadline: a `Due` job per queued lock (`arm`),
 //!   1 ms after the deadline; opening the key then makes Redis expire it at
 //!   once instead of 50-100 ms later in its active-expiry cycle. ("Hand-on":
 //!   the lock passes on at a deadline, nobody handing it; "hand-off": a
@@ -28,19 +28,14 @@ use super::queues::{self, Ask, Waiter};
 use super::ties::{self, Granted as HowGranted, TieKind};
 use crate::core::Millis;
 use crate::core::rules::{self, Acquired, Claim, Released};
+use crate::core::store::{LockStore, Shape};
 
 use crate::glue::runtime::ffi::{Ctx, OwnedStr};
 use crate::glue::runtime::reply::{Granted, Reply};
-use crate::glue::scheduler::{self, Job};
+use crate::glue::scheduler::{self, Job, Outcome};
 use crate::glue::stats;
+use crate::glue::store::lifecycle::{self, Event};
 use crate::glue::store::{LockKey, Mode, OwnEvent, QueueKey, notify, server};
-
-/// What a job did: done, or the key is not served here now (try later).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    Done,
-    Retry,
-}
 
 /// The lock at `lock` was just freed: the next waiter gets it, or the
 /// unlock is published. Any tie it had is gone with it.
@@ -75,6 +70,7 @@ pub fn serve(ctx: Ctx, lock: &mut LockKey<'_>) -> bool {
         // `queued` is false: the head of the queue is who the queue waits for.
         match rules::acquire(lock, &claim, false) {
             Ok(Acquired::Granted { holds, token }) => {
+                lifecycle::fire(ctx, Event::LockAcquired, lock.name());
                 cancel_jobs(queues::settle(&taken.keys));
                 deliver(ctx, db, key, taken.waiter, holds, token);
                 // A lock has one holder: one grant per serve (a later waiter
@@ -193,7 +189,7 @@ fn schedule_hand_on(ctx: Ctx, db: i32, key: &[u8], deadline: Option<Millis>, rep
     let (Some(due), Some(qk)) = (due, queues::queue_key(db, key)) else {
         return;
     };
-    let job = scheduler::at(ctx, due, Job::HandOn(qk));
+    let job = scheduler::at(ctx, due, Job::Due(qk));
     queues::with_queue(db, key, |q| q.hand_on = Some(job));
 }
 
@@ -229,12 +225,29 @@ fn outcome<R>(done: Option<R>) -> Outcome {
     }
 }
 
-/// Serves a queue outside any command (the `HandOn` and `Serve` jobs).
+/// Serves a lock's queue outside any command (the `Serve` job: something
+/// else changed the key).
 pub fn serve_key(ctx: Ctx, qk: &QueueKey) -> Outcome {
     if queues::len(qk.db, &qk.name) == 0 {
         return Outcome::Done;
     }
     outcome(with_served_lock(ctx, qk, true, |lock| serve(ctx, lock)))
+}
+
+/// The lease of a queued lock ran out (the `Due` job, 1 ms after its
+/// deadline): opening the key expires it, `lock.expired` is fired, and the
+/// queue is served. A lock renewed meanwhile is still held: the next
+/// hand-on is armed at its new deadline.
+pub fn due(ctx: Ctx, qk: &QueueKey) -> Outcome {
+    if queues::len(qk.db, &qk.name) == 0 {
+        return Outcome::Done;
+    }
+    outcome(with_served_lock(ctx, qk, true, |lock| {
+        if lock.shape() == Shape::Missing {
+            lifecycle::fire(ctx, Event::LockExpired, lock.name());
+        }
+        serve(ctx, lock)
+    }))
 }
 
 /// Takes back one hold from `owner` (a grant whose client never heard of
@@ -244,6 +257,7 @@ pub fn serve_key(ctx: Ctx, qk: &QueueKey) -> Outcome {
 pub fn take_back(ctx: Ctx, qk: &QueueKey, owner: &OwnedStr) -> Outcome {
     outcome(with_served_lock(ctx, qk, false, |lock| {
         if let Ok(Some(Released::Freed)) = rules::take_back(lock, owner) {
+            lifecycle::fire(ctx, Event::LockReleased, lock.name());
             lock_freed(ctx, lock);
         }
     }))
@@ -265,6 +279,7 @@ pub fn release_tied(ctx: Ctx, qk: &QueueKey, owner: &[u8]) -> Outcome {
     outcome(with_served_lock(ctx, qk, false, |lock| {
         if let Ok(true) = rules::release_all(lock, &owner) {
             stats::KEEPALIVE_RELEASED.bump();
+            lifecycle::fire(ctx, Event::LockClosed, lock.name());
             lock_freed(ctx, lock);
         }
     }))
