@@ -32,7 +32,7 @@ use crate::glue::runtime::hooks::{self, EventKind, Hooks, ServerEvent};
 use crate::glue::scheduler::{self, Job};
 use crate::glue::stats;
 use crate::glue::store::ids::ClientId;
-use crate::glue::store::lifecycle;
+use crate::glue::store::{lifecycle, metrics};
 use crate::glue::store::{QueueKey, is_own_event, server};
 use crate::glue::waiting::{acks, queues, ties};
 
@@ -137,6 +137,9 @@ impl Hooks for Events {
                 }
                 if names.iter().any(|n| n.to_bytes() == b"notify-keyspace-events") {
                     lifecycle::refresh(ctx);
+                }
+                if names.iter().any(|n| n.to_bytes() == b"latency-monitor-threshold") {
+                    metrics::refresh(ctx);
                 }
             }
             ServerEvent::BeforeSleep => acks::before_sleep(ctx),

@@ -21,9 +21,9 @@ use crate::glue::runtime::ffi::Ctx;
 use crate::glue::scheduler::{self, Job, Outcome};
 use crate::glue::stats;
 use crate::glue::store::ids::TieKind;
-use crate::glue::store::server;
+use crate::glue::store::{metrics, server};
 use crate::glue::waiting::lock;
-use crate::glue::waiting::{acks, callbacks, delivery, queues, serve, ties};
+use crate::glue::waiting::{acks, callbacks, delivery, holds, queues, serve, ties};
 
 /// How often to look again while writes are paused.
 const PAUSE_RETRY_MS: i64 = 5;
@@ -46,12 +46,15 @@ pub fn run(ctx: Ctx, job: Job) {
                     scheduler::cancel(job);
                 }
                 stats::TIMED_OUT.bump();
+                metrics::timed_out(waiter.ask.measured());
                 waiter.handle.nil();
                 // A head that timed out may have held others back.
                 callbacks::serve_soon(ctx, headed);
             }
         }
         Job::Deliver => delivery::flush(ctx),
+        Job::Expire if !server::is_primary() => {}
+        Job::Expire => holds::expire_due(ctx),
         job if !server::is_primary() => drop(job),
         job if server::writes_paused(ctx) => {
             scheduler::at(ctx, ctx.now().saturating_add(PAUSE_RETRY_MS), job);
@@ -129,7 +132,7 @@ fn run_writing(ctx: Ctx, job: Job) -> Option<Job> {
             }
             None
         }
-        Job::Timeout(_) | Job::Deliver => None,
+        Job::Timeout(_) | Job::Deliver | Job::Expire => None,
     }
 }
 

@@ -66,6 +66,8 @@ pub enum Job {
     AckTimeout(AckId),
     /// Send the answers waiting for delivery.
     Deliver,
+    /// Holds whose leases ran out get their expiry (lifecycle events on).
+    Expire,
 }
 
 /// A scheduled job: when, and a sequence number (ties run in order).

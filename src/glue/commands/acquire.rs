@@ -14,6 +14,8 @@ use crate::glue::runtime::reply::{Granted, Reply};
 use crate::glue::scheduler::Job;
 use crate::glue::stats;
 use crate::glue::store::lifecycle::{self, Event};
+use crate::glue::store::metrics::{self, Family};
+use crate::glue::waiting::holds;
 use crate::glue::store::{LockKey, Mode, QueueKey, derived};
 use crate::glue::waiting::acks::Answer;
 use crate::glue::waiting::delivery::Verify;
@@ -79,12 +81,16 @@ pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
                 // A re-entry may have shortened the lease waiters are timed by.
                 lock::deadline_moved(ctx, db, &mut lock);
             }
+            let deadline = lease.deadline_from(lock.now()).ok();
             let how = if holds == 1 {
                 stats::ACQUIRED.bump();
+                metrics::immediate(Family::Lock);
+                holds::start(ctx, Family::Lock, db, key.as_ref(), owner.as_ref(), deadline);
                 lifecycle::fire(ctx, Event::LockAcquired, key);
                 HowGranted::Fresh
             } else {
                 stats::REENTERED.bump();
+                holds::renewed(ctx, db, key.as_ref(), owner.as_ref(), deadline);
                 HowGranted::ReEntry
             };
             let tie = ties::decide(db, key.as_ref(), owner.as_ref(), TieKind::Lock, how, tie_to, lease);

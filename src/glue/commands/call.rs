@@ -147,6 +147,7 @@ pub fn waiter(
         keepalive,
         replicas,
         since: ctx.now(),
+        since_us: crate::glue::runtime::ffi::monotonic_us(),
         timeout: None,
     }
 }

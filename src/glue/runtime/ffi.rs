@@ -107,6 +107,11 @@ pub fn require_api() -> Result<(), &'static str> {
         RedisModule_CallReplyType,
         RedisModule_CallReplyStringPtr,
         RedisModule_CallReplyLength,
+        RedisModule_LatencyAddSample,
+        RedisModule_RegisterCommandFilter,
+        RedisModule_CommandFilterArgsCount,
+        RedisModule_CommandFilterArgGet,
+        RedisModule_MonotonicMicroseconds,
         RedisModule_CallReplyArrayElement,
         RedisModule_FreeCallReply,
         RedisModule_GetCurrentUserName,
@@ -473,6 +478,19 @@ pub fn log_with(ctx: *mut RedisModuleCtx, level: Level, message: &str) {
             log(ctx, level.as_ptr(), c"%s".as_ptr(), text.as_ptr());
         }
     }
+}
+
+/// Adds a LATENCY event sample (ms). Callers check the threshold: the
+/// server records every sample when the monitor is off (threshold 0).
+pub fn latency_sample(event: &CStr, ms: i64) {
+    // SAFETY: a NUL-terminated event name; Redis copies it.
+    unsafe { rm!(RedisModule_LatencyAddSample(event.as_ptr(), ms)) };
+}
+
+/// The server's monotonic clock in µs (durations: waits, holds).
+pub fn monotonic_us() -> u64 {
+    // SAFETY: no arguments.
+    unsafe { rm!(RedisModule_MonotonicMicroseconds()) }
 }
 
 /// A Redis string we do not own: a command argument, valid for the call.

@@ -349,3 +349,49 @@ pub unsafe fn init_api(ctx: *mut raw::RedisModuleCtx, name: &CStr, version: c_in
     };
     init != raw::REDISMODULE_ERR as c_int
 }
+
+thread_local! {
+    static ON_RESETSTAT: RefCell<Option<fn()>> = const { RefCell::new(None) };
+}
+
+/// Calls `on_reset` whenever `CONFIG RESETSTAT` runs (the server tells
+/// modules nothing of it): a command filter that looks at two-word calls
+/// only.
+pub fn resetstat_filter(ctx: Ctx, on_reset: fn()) -> Result<(), String> {
+    unsafe extern "C" fn filter(fctx: *mut raw::RedisModuleCommandFilterCtx) {
+        firewall::callback((), || {
+            // SAFETY: the filter context of the running call; arguments are
+            // valid for the callback and only read.
+            let (command, sub) = unsafe {
+                if rm!(RedisModule_CommandFilterArgsCount(fctx)) != 2 {
+                    return;
+                }
+                (
+                    rm!(RedisModule_CommandFilterArgGet(fctx, 0)),
+                    rm!(RedisModule_CommandFilterArgGet(fctx, 1)),
+                )
+            };
+            // SAFETY: the argument strings live for the callback.
+            let (command, sub) = unsafe { (RStr::from_ptr(&command), RStr::from_ptr(&sub)) };
+            let (command, sub) = (command.as_ref(), sub.as_ref());
+            if command.eq_ignore_ascii_case(b"config") && sub.eq_ignore_ascii_case(b"resetstat") {
+                if let Some(f) = ON_RESETSTAT.with(|r| *r.borrow()) {
+                    f();
+                }
+            }
+        })
+    }
+    ON_RESETSTAT.with(|r| *r.borrow_mut() = Some(on_reset));
+    // SAFETY: a live load context and a callback of the API's signature.
+    let registered = unsafe {
+        rm!(RedisModule_RegisterCommandFilter(
+            ctx.0,
+            Some(filter),
+            raw::REDISMODULE_CMDFILTER_NOSELF as c_int
+        ))
+    };
+    match registered.is_null() {
+        true => Err("cannot register the CONFIG RESETSTAT filter".into()),
+        false => Ok(()),
+    }
+}

@@ -15,5 +15,6 @@ pub use queue_key::{Holder, KeyRef, QueueKey};
 pub mod derived;
 pub mod ids;
 pub mod lifecycle;
+pub mod metrics;
 pub mod notify;
 pub mod server;

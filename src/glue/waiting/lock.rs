@@ -28,13 +28,15 @@ use super::queues::{self, Ask, Waiter};
 use super::ties::{self, Granted as HowGranted, TieKind};
 use crate::core::Millis;
 use crate::core::rules::{self, Acquired, Claim, Released};
-use crate::core::store::{LockStore, Shape};
+use crate::core::store::LockStore;
 
-use crate::glue::runtime::ffi::{Ctx, OwnedStr};
+use crate::glue::runtime::ffi::{Ctx, OwnedStr, monotonic_us};
 use crate::glue::runtime::reply::{Granted, Reply};
 use crate::glue::scheduler::{self, Job, Outcome};
 use crate::glue::stats;
 use crate::glue::store::lifecycle::{self, Event};
+use crate::glue::store::metrics::{self, Family};
+use super::holds::{self, LapseCheck};
 use crate::glue::store::{LockKey, Mode, OwnEvent, QueueKey, notify, server};
 
 /// The lock at `lock` was just freed: the next waiter gets it, or the
@@ -70,6 +72,9 @@ pub fn serve(ctx: Ctx, lock: &mut LockKey<'_>) -> bool {
         // `queued` is false: the head of the queue is who the queue waits for.
         match rules::acquire(lock, &claim, false) {
             Ok(Acquired::Granted { holds, token }) => {
+                let deadline = claim.lease.deadline_from(lock.now()).ok();
+                metrics::waited(Family::Lock, monotonic_us().saturating_sub(taken.waiter.since_us));
+                holds::start(ctx, Family::Lock, db, key, ask.owner.as_ref(), deadline);
                 lifecycle::fire(ctx, Event::LockAcquired, lock.name());
                 cancel_jobs(queues::settle(&taken.keys));
                 deliver(ctx, db, key, taken.waiter, holds, token);
@@ -242,12 +247,35 @@ pub fn due(ctx: Ctx, qk: &QueueKey) -> Outcome {
     if queues::len(qk.db, &qk.name) == 0 {
         return Outcome::Done;
     }
-    outcome(with_served_lock(ctx, qk, true, |lock| {
-        if lock.shape() == Shape::Missing {
-            lifecycle::fire(ctx, Event::LockExpired, lock.name());
-        }
-        serve(ctx, lock)
-    }))
+    // Lapsed holds first: their hold samples, and `lock.expired` (fired
+    // before the hand-off's `lock.acquired`).
+    holds::settle_lapsed(ctx, usize::MAX);
+    outcome(with_served_lock(ctx, qk, true, |lock| serve(ctx, lock)))
+}
+
+/// Whether a lapsed hold of `holder` at `qk` is really gone (`holds`).
+pub fn lapse_check(ctx: Ctx, qk: &QueueKey, holder: &[u8]) -> LapseCheck {
+    if !ctx.select_db(qk.db) {
+        return LapseCheck::Gone;
+    }
+    let name = OwnedStr::new(&qk.name);
+    if !server::serves_key(ctx, &name) {
+        return LapseCheck::Later;
+    }
+    let mut lock = LockKey::open(ctx, &name, Mode::Read);
+    let owner = OwnedStr::new(holder);
+    match rules::holding(&mut lock, &owner) {
+        Ok(rules::Holding::Mine { .. }) => LapseCheck::Held(lock.deadline()),
+        _ => LapseCheck::Gone,
+    }
+}
+
+/// A lapsed hold's `lock.expired`.
+pub fn expired(ctx: Ctx, qk: &QueueKey) {
+    if ctx.select_db(qk.db) {
+        let name = OwnedStr::new(&qk.name);
+        lifecycle::fire(ctx, Event::LockExpired, &name);
+    }
 }
 
 /// Takes back one hold from `owner` (a grant whose client never heard of
@@ -257,6 +285,7 @@ pub fn due(ctx: Ctx, qk: &QueueKey) -> Outcome {
 pub fn take_back(ctx: Ctx, qk: &QueueKey, owner: &OwnedStr) -> Outcome {
     outcome(with_served_lock(ctx, qk, false, |lock| {
         if let Ok(Some(Released::Freed)) = rules::take_back(lock, owner) {
+            holds::end(qk.db, &qk.name, owner.as_ref());
             lifecycle::fire(ctx, Event::LockReleased, lock.name());
             lock_freed(ctx, lock);
         }
@@ -267,6 +296,7 @@ pub fn take_back(ctx: Ctx, qk: &QueueKey, owner: &OwnedStr) -> Outcome {
 pub fn restore(ctx: Ctx, qk: &QueueKey, owner: &OwnedStr, deadline: Option<Millis>) -> Outcome {
     outcome(with_served_lock(ctx, qk, false, |lock| {
         if let Ok(true) = rules::restore_deadline(lock, owner, deadline) {
+            holds::renewed(ctx, qk.db, &qk.name, owner.as_ref(), deadline);
             rearm(ctx, qk.db, &qk.name, lock.deadline());
         }
     }))
@@ -279,6 +309,7 @@ pub fn release_tied(ctx: Ctx, qk: &QueueKey, owner: &[u8]) -> Outcome {
     outcome(with_served_lock(ctx, qk, false, |lock| {
         if let Ok(true) = rules::release_all(lock, &owner) {
             stats::KEEPALIVE_RELEASED.bump();
+            holds::end(qk.db, &qk.name, owner.as_ref());
             lifecycle::fire(ctx, Event::LockClosed, lock.name());
             lock_freed(ctx, lock);
         }
@@ -292,7 +323,13 @@ pub fn renew_tied(ctx: Ctx, qk: &QueueKey, owner: &ties::Holder) -> Outcome {
         return Outcome::Done;
     };
     let name = OwnedStr::new(owner);
-    let renewed = with_served_lock(ctx, qk, false, |lock| rules::renew(lock, &name, lease));
+    let renewed = with_served_lock(ctx, qk, false, |lock| {
+        let renewed = rules::renew(lock, &name, lease);
+        if let Ok(true) = renewed {
+            holds::renewed(ctx, qk.db, &qk.name, owner, lock.deadline());
+        }
+        renewed
+    });
     match renewed {
         Some(Ok(true)) => {
             stats::KEEPALIVE_RENEWED.bump();

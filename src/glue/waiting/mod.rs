@@ -7,6 +7,8 @@
 //! - `delivery`: every answer to a blocked client, re-checked and sent
 //!   from a job.
 //! - `callbacks`: what Redis calls for a blocked client.
+//! - `holds`: when each granted hold began and ends (hold metrics, expiry
+//!   events at the deadline).
 //! - `lock`: serving a lock's queue when it stops being held, and the
 //!   lock's deferred work (take-backs, tied renewals and releases).
 //! - `serve`: what a queue or a tie falls due for, by primitive.
@@ -15,6 +17,7 @@ pub mod acks;
 pub mod callbacks;
 pub mod delivery;
 pub mod handle;
+pub mod holds;
 pub mod lock;
 pub mod serve;
 pub mod queues;

@@ -53,6 +53,13 @@ impl Ask {
         }
     }
 
+    /// The primitive its wait is measured under (`INFO lock`).
+    pub fn measured(&self) -> crate::glue::store::metrics::Family {
+        match self {
+            Ask::Lock(_) => crate::glue::store::metrics::Family::Lock,
+        }
+    }
+
     /// The owner the request names, if it has one (LOCK.WAITERS).
     pub fn owner(&self) -> Option<&[u8]> {
         match self {
@@ -79,8 +86,10 @@ pub struct Waiter {
     pub keepalive: bool,
     /// REPLICAS: the grant is answered once acknowledged.
     pub replicas: Option<Replicas>,
-    /// When it was queued (server clock).
+    /// When it was queued (server clock, and the monotonic clock in µs for
+    /// its wait sample).
     pub since: Millis,
+    pub since_us: u64,
     /// Its BLOCK timeout job and when it falls due, if it has one.
     pub timeout: Option<(JobId, Millis)>,
 }

@@ -1,7 +1,9 @@
 //! What a key's queue, or a tie, falls due for — by primitive. The jobs
 //! (`jobs.rs`) come here; each primitive's file does the work.
 
+use super::holds::LapseCheck;
 use super::lock;
+use crate::glue::store::metrics::Family as Measured;
 use super::queues::{self, Family};
 use crate::glue::runtime::ffi::Ctx;
 use crate::glue::scheduler::Outcome;
@@ -29,6 +31,21 @@ pub fn due(ctx: Ctx, qk: &QueueKey) -> Outcome {
 pub fn renew_tie(ctx: Ctx, qk: &QueueKey, holder: &Holder, kind: TieKind) -> Outcome {
     match kind {
         TieKind::Lock => lock::renew_tied(ctx, qk, holder),
+    }
+}
+
+/// Whether a lapsed hold is really gone (`holds`).
+pub fn lapse_check(ctx: Ctx, family: Measured, qk: &QueueKey, holder: &[u8]) -> LapseCheck {
+    match family {
+        Measured::Lock => lock::lapse_check(ctx, qk, holder),
+        _ => LapseCheck::Gone,
+    }
+}
+
+/// A lapsed hold's `*.expired` event.
+pub fn expired(ctx: Ctx, family: Measured, qk: &QueueKey) {
+    if family == Measured::Lock {
+        lock::expired(ctx, qk);
     }
 }
 
