@@ -197,14 +197,14 @@ func (c *Client) pool(o *redis.Options, addr string) (*wire.Pool, error) {
 	if p := c.pools[addr]; p != nil {
 		return p, nil
 	}
-	p := wire.NewPool(settings(o, addr), c.cfg.maxIdle)
+	p := wire.NewPool(settings(o, addr, c.cfg.callTimeout), c.cfg.maxIdle)
 	c.pools[addr] = p
 	return p, nil
 }
 
 // settings: how to open a connection to addr like go-redis would (its
 // dialer, credentials, database, client name).
-func settings(o *redis.Options, addr string) wire.Settings {
+func settings(o *redis.Options, addr string, callTimeout time.Duration) wire.Settings {
 	network := o.Network
 	if network == "" {
 		network = "tcp"
@@ -225,7 +225,7 @@ func settings(o *redis.Options, addr string) wire.Settings {
 		},
 		DB:         o.DB,
 		ClientName: o.ClientName,
-		Handshake:  dialTimeout + DefaultCallTimeout,
+		Handshake:  dialTimeout + callTimeout,
 	}
 	switch {
 	case o.StreamingCredentialsProvider != nil:

@@ -166,6 +166,10 @@ func (h *Hold) Err() error { return h.t.Err() }
 // the lock stops being held (see Done); context.Cause gives Err.
 func (h *Hold) Context(parent context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(parent)
+	if h.t.ended() {
+		cancel(h.t.Err())
+		return ctx, func() { cancel(context.Canceled) }
+	}
 	go func() {
 		select {
 		case <-h.t.Done():
@@ -409,8 +413,9 @@ func (l *Lock) reenter(ctx context.Context, t *tenure) (*Hold, error) {
 // come back as *ServerError; NOTOWNER, NOTLOCK and WRONGTYPE end the
 // tenure as lost.
 func (l *Lock) onHold(ctx context.Context, t *tenure, args []interface{}) (interface{}, error) {
-	ctx = context.WithoutCancel(ctx)
 	timeout := l.timeout(-1)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
 	var reply interface{}
 	var addr string
 	if l.cfg.keepalive {

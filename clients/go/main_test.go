@@ -75,7 +75,7 @@ func modes(t *testing.T, f func(t *testing.T, s *testserver.Server, mode []hashl
 // env is what a test needs against one server: a go-redis client for
 // assertions and a hashlock Client, both closed at the end.
 type env struct {
-	t   *testing.T
+	t   testing.TB
 	s   *testserver.Server
 	rdb *redis.Client
 	hl  *hashlock.Client
@@ -161,19 +161,24 @@ func closedWithin(ch <-chan struct{}, d time.Duration) bool {
 }
 
 // connectionsReceived is the server's total_connections_received.
-func (e *env) connectionsReceived() int64 {
+func (e *env) connectionsReceived() int64 { return e.infoField("stats", "total_connections_received") }
+
+// connectedClients is the server's connected_clients.
+func (e *env) connectedClients() int64 { return e.infoField("clients", "connected_clients") }
+
+func (e *env) infoField(section, field string) int64 {
 	e.t.Helper()
-	s, err := e.rdb.Info(e.ctx, "stats").Result()
+	s, err := e.rdb.Info(e.ctx, section).Result()
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	for _, line := range strings.Split(s, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total_connections_received:"); ok {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
 			n, _ := strconv.ParseInt(v, 10, 64)
 			return n
 		}
 	}
-	e.t.Fatal("no total_connections_received in INFO stats")
+	e.t.Fatalf("no %s in INFO %s", field, section)
 	return 0
 }
 
