@@ -8,3 +8,11 @@ func ConnID(h *Hold) int64 {
 	}
 	return 0
 }
+
+// ConnAddr is the server address of that connection ("" if none).
+func ConnAddr(h *Hold) string {
+	if ln := h.t.tied(); ln != nil {
+		return ln.conn.Addr()
+	}
+	return ""
+}

@@ -102,12 +102,21 @@ func newKey() string {
 // info is LOCK.INFO through go-redis (nil when free).
 func (e *env) info(key string) map[string]interface{} {
 	e.t.Helper()
-	v, err := e.rdb.Do(e.ctx, "LOCK.INFO", key).Result()
-	if err == redis.Nil {
-		return nil
-	}
+	i, err := lockInfo(e.rdb, key)
 	if err != nil {
 		e.t.Fatalf("LOCK.INFO %s: %v", key, err)
+	}
+	return i
+}
+
+// lockInfo is LOCK.INFO as a map, in RESP2 or RESP3 (nil when free).
+func lockInfo(c *redis.Client, key string) (map[string]interface{}, error) {
+	v, err := c.Do(context.Background(), "LOCK.INFO", key).Result()
+	if err == redis.Nil {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
 	}
 	out := map[string]interface{}{}
 	switch x := v.(type) {
@@ -120,7 +129,7 @@ func (e *env) info(key string) map[string]interface{} {
 			out[fmt.Sprint(x[i])] = x[i+1]
 		}
 	}
-	return out
+	return out, nil
 }
 
 func (e *env) owner(key string) string {
