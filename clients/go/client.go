@@ -313,6 +313,11 @@ func (c *Client) call(ctx context.Context, key string, ln *link, timeout time.Du
 		}
 		reply := replies[len(replies)-1]
 		se, isErr := reply.(wire.ServerError)
+		if isErr && strings.HasPrefix(string(se), "READONLY") {
+			// A primary that became a replica: a new connection may reach
+			// the new primary (a failover client's dialer resolves it).
+			ln.close()
+		}
 		if !isErr || redirects >= maxRedirects {
 			return reply, ln, nil
 		}
