@@ -313,13 +313,12 @@ func (l *Lock) acquire(ctx context.Context, w wait) (*Hold, error) {
 	if !l.cfg.keepalive {
 		undo = l.releaseArgs()
 	}
-	reply, ln, err := l.c.call(callCtx, l.name, nil, l.timeout(w.block), l.acquireArgs(w.block))
+	isGrant := func(reply interface{}) bool {
+		_, _, granted, err := parseGrant(reply, l.cfg.token)
+		return granted && err == nil
+	}
+	reply, ln, err := l.c.grantCall(callCtx, &l.bg, l.name, l.timeout(w.block), l.acquireArgs(w.block), undo, isGrant)
 	if err != nil {
-		var ce *wire.Error
-		if errors.As(err, &ce) && ce.Sent && undo != nil {
-			addr, id := ce.Addr, ce.ID
-			l.bg.spawn(func() { l.c.giveBack(l.name, addr, id, undo) })
-		}
 		if errors.Is(err, context.DeadlineExceeded) && w.deadline {
 			return nil, fmt.Errorf("hashlock: lock %q: %w (%w)", l.name, ErrNotAcquired, err)
 		}
@@ -337,22 +336,6 @@ func (l *Lock) acquire(ctx context.Context, w wait) (*Hold, error) {
 	if !granted {
 		ln.put() // answered: the waiter left the queue, the connection is clean
 		return nil, l.notAcquired(w)
-	}
-	if err := ctx.Err(); err != nil {
-		// Cancelled while the grant was coming: give it back.
-		if l.cfg.keepalive {
-			ln.close() // the server releases a tied lock when its connection closes
-		} else {
-			l.bg.spawn(func() {
-				bg, cancel := context.WithTimeout(context.Background(), l.c.cfg.callTimeout)
-				defer cancel()
-				if _, err := ln.conn.Do(bg, l.c.cfg.callTimeout, l.releaseArgs()); err != nil {
-					return // conn closed by Do; the lease runs out
-				}
-				ln.put()
-			})
-		}
-		return nil, fmt.Errorf("hashlock: lock %q: %w", l.name, err)
 	}
 	var tied *link
 	if l.cfg.keepalive {

@@ -8,6 +8,7 @@ package hashlock
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -191,22 +192,47 @@ func (b *backlog) settle(ctx context.Context) error {
 	return nil
 }
 
-// abandon handles a call that was sent on ln but whose reply will never be
-// read (its context ended, it timed out, or the connection failed): the
-// connection is closed, so a waiting call leaves the server's queue with
-// it. If the call may have been granted something that outlives the
-// connection (undo != nil: a grant not tied to the connection), undo is
-// sent in the background once the server has dropped that connection: by
-// then the server has either moved the grant on (it was not delivered) or
-// it is held, and undo gives it back. The object's next operation waits
-// for it (b).
-func (c *Client) abandon(b *backlog, key string, conn *wire.Conn, undo []interface{}) {
-	conn.Close()
-	if undo == nil {
-		return
+// grantCall runs a call that may wait in a server queue (BLOCK) and may
+// grant something (args), on a pooled connection to key's server. If ctx
+// ends first, its connection is closed, so the server forgets the waiter
+// with it. A grant that may have been made anyway is given back at once:
+// with undo == nil the grant is tied to the connection (KEEPALIVE) and the
+// server releases it as the connection closes; otherwise undo (e.g.
+// LOCK.RELEASE key owner) is sent in the background once the server has
+// dropped that connection (giveBack). A grant that arrives when ctx has
+// already ended is given back the same way. b is the object's backlog: its
+// next operation waits for the give-back, so that it cannot undo a grant
+// made after it.
+//
+// It returns the reply with its link (still taken: the caller keeps it,
+// puts it back or closes it), or an error; isGrant tells a grant from
+// other replies.
+func (c *Client) grantCall(ctx context.Context, b *backlog, key string, timeout time.Duration,
+	args, undo []interface{}, isGrant func(reply interface{}) bool) (interface{}, *link, error) {
+	reply, ln, err := c.call(ctx, key, nil, timeout, args)
+	if err != nil {
+		var ce *wire.Error
+		if errors.As(err, &ce) && ce.Sent && undo != nil {
+			addr, id := ce.Addr, ce.ID
+			b.spawn(func() { c.giveBack(key, addr, id, undo) })
+		}
+		return nil, nil, err
 	}
-	addr, id := conn.Addr(), conn.ID()
-	b.spawn(func() { c.giveBack(key, addr, id, undo) })
+	if ctx.Err() != nil && isGrant(reply) {
+		if undo == nil {
+			ln.close()
+		} else {
+			b.spawn(func() {
+				bg, cancel := context.WithTimeout(context.Background(), c.cfg.callTimeout)
+				defer cancel()
+				if _, err := ln.conn.Do(bg, c.cfg.callTimeout, undo); err == nil {
+					ln.put()
+				}
+			})
+		}
+		return nil, nil, &wire.Error{Addr: ln.conn.Addr(), ID: ln.conn.ID(), Sent: true, Err: ctx.Err()}
+	}
+	return reply, ln, nil
 }
 
 // giveBack sends undo to addr once the server no longer lists client id
