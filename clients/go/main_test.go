@@ -164,6 +164,11 @@ func closedWithin(ch <-chan struct{}, d time.Duration) bool {
 	select {
 	case <-ch:
 		return true
+	default:
+	}
+	select {
+	case <-ch:
+		return true
 	case <-time.After(d):
 		return false
 	}
