@@ -212,65 +212,72 @@ func TestCancelledWaitIsNeverGranted(t *testing.T) {
 // that moment must be given back at once: the holder's release and the
 // cancellation race, many times.
 func TestCancelRacingAReleaseGivesTheGrantBack(t *testing.T) {
-	const trials = 60
 	modes(t, func(t *testing.T, s *testserver.Server, mode []hashlock.LockOption) {
 		e := newEnv(t, s)
-		key := newKey()
-		a, b := e.hl.NewLock(key, mode...), e.hl.NewLock(key, mode...)
-		var granted, cancelled, stuck int
-		for i := 0; i < trials; i++ {
-			ha, err := a.Acquire(e.ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(e.ctx)
-			type result struct {
-				h   *hashlock.Hold
-				err error
-			}
-			got := make(chan result, 1)
-			go func() {
-				h, err := b.Acquire(ctx)
-				got <- result{h, err}
-			}()
-			eventually(t, "b queued", func() bool { return e.waiters(key) == 1 })
-			released := make(chan error, 1)
-			go func() { released <- ha.Release(e.ctx) }()
-			// Spread the cancel around the release: before, with, after.
-			time.Sleep(time.Duration(i%5) * 100 * time.Microsecond)
-			cancel()
-			if err := <-released; err != nil {
-				t.Fatal(err)
-			}
-			r := <-got
-			if r.err == nil {
-				granted++ // the grant arrived before the cancel: b holds it
-				if err := r.h.Release(e.ctx); err != nil {
-					t.Fatal(err)
-				}
-				continue
-			}
-			if !errors.Is(r.err, context.Canceled) {
-				t.Fatalf("trial %d: %v", i, r.err)
-			}
-			cancelled++
-			// Given back at once: free again within a short time, not
-			// after b's 30 s lease.
-			deadline := time.Now().Add(time.Second)
-			for e.info(key) != nil && time.Now().Before(deadline) {
-				time.Sleep(time.Millisecond)
-			}
-			if owner := e.owner(key); owner != "" {
-				stuck++
-				t.Errorf("trial %d: the lock is still held by %s 1 s after the cancelled wait", i, ownerName(owner, a, b))
-				e.rdb.Do(e.ctx, "LOCK.FORCERELEASE", key)
-			}
-		}
-		t.Logf("%d trials: %d granted before the cancel, %d cancelled, %d left held", trials, granted, cancelled, stuck)
-		if cancelled == 0 {
-			t.Fatal("no trial cancelled the wait: the race was not exercised")
-		}
+		cancelRace(t, e, 60, mode)
 	})
+}
+
+// cancelRace: a holds the lock, b waits for it; a's release and the
+// cancellation of b's wait happen together, trials times. b must never be
+// left holding the lock.
+func cancelRace(t *testing.T, e *env, trials int, mode []hashlock.LockOption) {
+	t.Helper()
+	key := newKey()
+	a, b := e.hl.NewLock(key, mode...), e.hl.NewLock(key, mode...)
+	var granted, cancelled, stuck int
+	for i := 0; i < trials; i++ {
+		ha, err := a.Acquire(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(e.ctx)
+		type result struct {
+			h   *hashlock.Hold
+			err error
+		}
+		got := make(chan result, 1)
+		go func() {
+			h, err := b.Acquire(ctx)
+			got <- result{h, err}
+		}()
+		eventually(t, "b queued", func() bool { return e.waiters(key) == 1 })
+		released := make(chan error, 1)
+		go func() { released <- ha.Release(e.ctx) }()
+		// Spread the cancel around the release: before, with, after.
+		time.Sleep(time.Duration(i%5) * 100 * time.Microsecond)
+		cancel()
+		if err := <-released; err != nil {
+			t.Fatal(err)
+		}
+		r := <-got
+		if r.err == nil {
+			granted++ // the grant arrived before the cancel: b holds it
+			if err := r.h.Release(e.ctx); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if !errors.Is(r.err, context.Canceled) {
+			t.Fatalf("trial %d: %v", i, r.err)
+		}
+		cancelled++
+		// Given back at once: free again within a short time, not after
+		// b's 30 s lease.
+		deadline := time.Now().Add(time.Second)
+		for e.info(key) != nil && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if owner := e.owner(key); owner != "" {
+			stuck++
+			t.Errorf("trial %d: the lock is still held by %s 1 s after the cancelled wait", i, ownerName(owner, a, b))
+			e.rdb.Do(e.ctx, "LOCK.FORCERELEASE", key)
+		}
+	}
+	t.Logf("%d trials: %d granted before the cancel, %d cancelled, %d left held", trials, granted, cancelled, stuck)
+	if cancelled == 0 {
+		t.Fatal("no trial cancelled the wait: the race was not exercised")
+	}
 }
 
 func ownerName(owner string, a, b *hashlock.Lock) string {

@@ -238,7 +238,8 @@ func (c *Client) grantCall(ctx context.Context, b *backlog, key string, timeout 
 // giveBack sends undo to addr once the server no longer lists client id
 // (it is sent on every round meanwhile too: it is harmless when there is
 // nothing to undo, and gives a delivered grant back sooner). Without the
-// right to CLIENT LIST it sends undo a few times over half a second.
+// connection's id or the right to CLIENT LIST, it sends undo up to five
+// times over about 300 ms, and stops when undo gives a grant back.
 func (c *Client) giveBack(key, addr string, id int64, undo []interface{}) {
 	ctx, cancel := context.WithTimeout(context.Background(), giveBackTimeout)
 	defer cancel()
@@ -251,29 +252,42 @@ func (c *Client) giveBack(key, addr string, id int64, undo []interface{}) {
 	for ctx.Err() == nil {
 		conn, err := p.Get(ctx)
 		if err == nil {
+			cmds := [][]interface{}{{"CLIENT", "LIST", "ID", id}, undo}
+			if id == 0 { // no CLIENT ID for it: blind
+				cmds = [][]interface{}{{"PING"}, undo}
+			}
 			var replies []interface{}
-			replies, err = conn.Do(ctx, c.cfg.callTimeout, []interface{}{"CLIENT", "LIST", "ID", id}, undo)
+			replies, err = conn.Do(ctx, c.cfg.callTimeout, cmds...)
 			if err == nil {
 				p.Put(conn)
-				switch list := replies[0].(type) {
-				case string:
-					if list == "" {
-						return // the server dropped the connection before undo ran
+				list, isStr := replies[0].(string)
+				if id != 0 && isStr && list == "" {
+					return // the server dropped the connection before undo ran
+				}
+				if id == 0 || !isStr { // no right to CLIENT LIST: blind
+					if _, undone := replies[1].(int64); undone {
+						return // there was a grant, and it is given back
 					}
-				case wire.ServerError: // no right to CLIENT LIST
 					if blind++; blind >= 5 {
 						return
 					}
-					delay = 100 * time.Millisecond
+					pause(ctx, 10*time.Millisecond<<blind) // 20 ms ... 160 ms
+					continue
 				}
 			}
 		}
-		select {
-		case <-time.After(delay):
-		case <-ctx.Done():
-		}
+		pause(ctx, delay)
 		if delay < 50*time.Millisecond {
 			delay *= 2
 		}
+	}
+}
+
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }

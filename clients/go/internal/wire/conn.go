@@ -125,7 +125,9 @@ func Dial(ctx context.Context, s Settings) (*Conn, error) {
 		c.Close()
 		return nil, err
 	}
-	for i, r := range replies {
+	// CLIENT ID may be refused (an ACL user without CLIENT): the id is then
+	// 0, which only makes a give-back blind (see giveBack).
+	for i, r := range replies[:len(replies)-1] {
 		if e, ok := r.(ServerError); ok {
 			c.Close()
 			return nil, fmt.Errorf("hashlock: connection to %s: %s: %w", s.Addr, cmds[i][0], e)
