@@ -336,6 +336,17 @@ func TestErrorsAreTyped(t *testing.T) {
 		}
 		e.rdb.Del(e.ctx, key)
 
+		ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": s.Addr}})
+		defer ring.Close()
+		if _, err := hashlock.New(ring).NewLock(key).TryAcquire(e.ctx); !errors.Is(err, hashlock.ErrUnsupportedClient) {
+			t.Fatalf("a Ring client: %v", err)
+		}
+		closed := hashlock.New(e.rdb)
+		closed.Close()
+		if _, err := closed.NewLock(key).TryAcquire(e.ctx); !errors.Is(err, hashlock.ErrClosed) {
+			t.Fatalf("a closed Client: %v", err)
+		}
+
 		noReplica := e.hl.NewLock(key, hashlock.WithReplicas(1, 200*time.Millisecond))
 		if _, err := noReplica.TryAcquire(e.ctx); !errors.Is(err, hashlock.ErrNoReplicas) {
 			t.Fatalf("REPLICAS 1 without replicas: %v", err)
