@@ -613,3 +613,20 @@ func TestRedissonInterop(t *testing.T) {
 		}
 	})
 }
+
+// Keys and owners are binary-safe, as the commands are.
+func TestBinarySafeNames(t *testing.T) {
+	each(t, func(t *testing.T, s *testserver.Server) {
+		e := newEnv(t, s)
+		key := newKey() + "\x00 é\r\n"
+		lock := e.hl.NewLock(key, hashlock.WithOwner("owner\x00 ü\r\n"))
+		h := mustAcquire(t, e, lock)
+		info, err := lock.Info(e.ctx)
+		if err != nil || info.Owner != "owner\x00 ü\r\n" || info.Holds != 1 {
+			t.Fatalf("info %+v, %v", info, err)
+		}
+		if err := h.Release(e.ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

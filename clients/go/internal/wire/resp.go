@@ -129,10 +129,16 @@ func readValue(r *bufio.Reader) (interface{}, error) {
 
 func readLine(r *bufio.Reader) ([]byte, error) {
 	line, err := r.ReadSlice('\n')
-	if err != nil {
-		if errors.Is(err, bufio.ErrBufferFull) {
-			return nil, fmt.Errorf("%w: line too long", errProtocol)
+	if errors.Is(err, bufio.ErrBufferFull) {
+		// A line longer than the buffer (a long error message): collect it.
+		long := append([]byte(nil), line...)
+		for errors.Is(err, bufio.ErrBufferFull) && len(long) <= maxBulk {
+			line, err = r.ReadSlice('\n')
+			long = append(long, line...)
 		}
+		line = long
+	}
+	if err != nil {
 		return nil, err
 	}
 	if len(line) < 2 || line[len(line)-2] != '\r' {
