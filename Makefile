@@ -73,15 +73,15 @@ clean:
 	$(CARGO) clean
 	rm -rf data/* .deps
 
-# ---- client libraries (clients/: Python, Node.js, Rust) ---------------------
+# ---- client libraries (clients/: Python, Node.js, Rust, Go) -----------------
 # Each suite starts its own Redis 7.0 and Valkey 9.1 servers with the module.
 CLIENTS_VENV := $(CURDIR)/.deps/clients-venv
 CLIENTS_PY   := $(CLIENTS_VENV)/bin/python
 CLIENTS_ENV  := VALKEY_SERVER=$(VALKEY_BIN)
 
-.PHONY: test-clients test-python test-node test-rust-client demo-python
+.PHONY: test-clients test-python test-node test-rust-client test-go demo-python
 
-test-clients: test-python test-node test-rust-client
+test-clients: test-python test-node test-rust-client test-go
 
 # A venv with pip (the system Python is not touched), the package installed
 # from clients/python, the pinned test requirements.
@@ -105,6 +105,14 @@ test-node: build
 test-rust-client: build
 	@scripts/deps.sh test
 	$(CLIENTS_ENV) $(CARGO) test --release --no-fail-fast -p hashlock-client -- $(RUST_TEST_ARGS)
+
+# Go >= 1.21 (scripts/go.sh finds one or installs it with apt); go-redis and
+# its dependencies come from the Go module proxy.
+test-go: build
+	@scripts/deps.sh test
+	@GO=$$(scripts/go.sh) && cd clients/go && \
+		$(CLIENTS_ENV) PATH="$$(dirname $$GO):$$PATH" GOTOOLCHAIN=local \
+		$$GO test -p 1 -count=1 $(GO_TEST_ARGS) ./...
 
 # The overselling demo with the Python library (twin of `make demo`).
 demo-python: build $(CLIENTS_PY)
