@@ -42,6 +42,7 @@ public final class Hashlock implements AutoCloseable {
     private final ScheduledThreadPoolExecutor scheduler;
     private final ThreadPoolExecutor workers;
     private final Map<HoldKey, Lock.Hold> holds = new ConcurrentHashMap<>();
+    private final java.util.concurrent.atomic.AtomicLong givenBack = new java.util.concurrent.atomic.AtomicLong();
     private volatile boolean closed;
 
     record HoldKey(String name, String owner) {}
@@ -50,7 +51,7 @@ public final class Hashlock implements AutoCloseable {
         this.connector = b.connector;
         this.id = b.id;
         this.defaults = b.defaults;
-        this.pool = new ConnectionPool(connector, b.maxIdlePerNode);
+        this.pool = new ConnectionPool(connector, b.maxIdlePerNode, b.commandTimeout.toMillis());
         this.router = new Router(pool, b.commandTimeout.toMillis());
         this.scheduler = new ScheduledThreadPoolExecutor(1, daemon("hashlock-scheduler"));
         this.scheduler.setRemoveOnCancelPolicy(true);
@@ -89,6 +90,18 @@ public final class Hashlock implements AutoCloseable {
     /** Connections hashlock opened so far (each wait or KEEPALIVE hold reuses a pooled one when it can). */
     public long connectionsOpened() {
         return pool.opened();
+    }
+
+    /**
+     * Grants that reached a wait after it was given up (interrupted, timed out
+     * on the client) and were given back at once.
+     */
+    public long grantsGivenBack() {
+        return givenBack.get();
+    }
+
+    void countGivenBack() {
+        givenBack.incrementAndGet();
     }
 
     /** Idle pooled connections now. */
@@ -179,9 +192,9 @@ public final class Hashlock implements AutoCloseable {
         }
 
         /**
-         * How long a command that does not wait in the server (everything but
-         * a blocking acquire) may take before hashlock gives up on its
-         * connection (default 10 s).
+         * How long connecting, and a command that does not wait in the server
+         * (everything but a blocking acquire), may take before hashlock gives
+         * up on the connection (default 10 s).
          */
         public Builder commandTimeout(Duration timeout) {
             if (timeout.toMillis() <= 0) throw new IllegalArgumentException("commandTimeout must be positive");

@@ -296,7 +296,8 @@ public final class Lock implements java.util.concurrent.locks.Lock {
 
     /** Gives back a grant that may have reached an abandoned waiter. */
     private void giveBackFrom(io.hashlock.Connector.Node node, byte[] owner) {
-        hashlock.router().callFrom(node, key, List.of(b("LOCK.RELEASE"), key, owner));
+        Object r = hashlock.router().callFrom(node, key, List.of(b("LOCK.RELEASE"), key, owner));
+        if (r instanceof Long) hashlock.countGivenBack();
     }
 
     private long replicasMs() {
@@ -417,7 +418,13 @@ public final class Lock implements java.util.concurrent.locks.Lock {
         private void checkTied() {
             synchronized (this) {
                 if (ended) return;
-                LockInfo info = parseInfo(Errors.check(tie.call(List.of(b("LOCK.INFO"), key))));
+                LockInfo info;
+                try {
+                    info = parseInfo(Errors.check(tie.call(List.of(b("LOCK.INFO"), key))));
+                } catch (ConnectionException e) {
+                    // The tie is the connection: without it the server released the lock.
+                    throw new LockLostException(LossReason.CONNECTION_LOST, "lock " + name + " held by " + owner + ": its connection failed (" + e.getMessage() + ")", e);
+                }
                 notHeldUnless(info);
                 if (!info.keepalive()) {
                     Object renewed = Errors.check(tie.call(renewArgs(ownerBytes, true, options)));

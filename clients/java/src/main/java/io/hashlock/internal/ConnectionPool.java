@@ -20,14 +20,16 @@ import java.util.concurrent.atomic.AtomicLong;
 public final class ConnectionPool implements AutoCloseable {
     private final Connector connector;
     private final int maxIdlePerNode;
+    private final long connectTimeoutMs;
     private final Map<Connector.Node, ArrayDeque<RespConnection>> idle = new HashMap<>();
     private final AtomicLong opened = new AtomicLong();
     private final AtomicLong discarded = new AtomicLong();
     private boolean closed;
 
-    public ConnectionPool(Connector connector, int maxIdlePerNode) {
+    public ConnectionPool(Connector connector, int maxIdlePerNode, long connectTimeoutMs) {
         this.connector = connector;
         this.maxIdlePerNode = maxIdlePerNode;
+        this.connectTimeoutMs = connectTimeoutMs;
     }
 
     public Connector connector() {
@@ -46,7 +48,7 @@ public final class ConnectionPool implements AutoCloseable {
                 c.close();
             }
         }
-        RespConnection c = RespConnection.open(connector, node);
+        RespConnection c = RespConnection.open(connector, node, connectTimeoutMs);
         opened.incrementAndGet();
         return c;
     }

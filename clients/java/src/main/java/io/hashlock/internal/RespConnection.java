@@ -46,8 +46,11 @@ public final class RespConnection implements Closeable {
     private volatile IOException failure;
     private volatile long idleSinceNanos = System.nanoTime();
 
-    /** Opens, runs the connector's handshake, reads the server's client id. */
-    public static RespConnection open(Connector connector, Connector.Node node) {
+    /**
+     * Opens, runs the connector's handshake, reads the server's client id;
+     * gives up if the server does not answer within {@code timeoutMs}.
+     */
+    public static RespConnection open(Connector connector, Connector.Node node, long timeoutMs) {
         Socket s;
         try {
             s = connector.connect(node);
@@ -56,7 +59,7 @@ public final class RespConnection implements Closeable {
         }
         RespConnection c;
         try {
-            c = new RespConnection(node, s, connector.handshake());
+            c = new RespConnection(node, s, connector.handshake(), timeoutMs);
         } catch (IOException e) {
             closeQuietly(s);
             throw new ConnectionException("cannot connect to " + node + ": " + e.getMessage(), e);
@@ -64,7 +67,7 @@ public final class RespConnection implements Closeable {
         return c;
     }
 
-    private RespConnection(Connector.Node node, Socket socket, List<List<byte[]>> handshake) throws IOException {
+    private RespConnection(Connector.Node node, Socket socket, List<List<byte[]>> handshake, long timeoutMs) throws IOException {
         this.node = node;
         this.socket = socket;
         socket.setTcpNoDelay(true);
@@ -80,10 +83,10 @@ public final class RespConnection implements Closeable {
         CompletableFuture<Object> id = send(List.of(Resp.bytes("CLIENT"), Resp.bytes("ID")));
         try {
             for (CompletableFuture<Object> r : replies) {
-                Object v = r.get(30, TimeUnit.SECONDS);
+                Object v = r.get(timeoutMs, TimeUnit.MILLISECONDS);
                 if (v instanceof Resp.ErrorReply e) throw new IOException("handshake refused: " + e.message());
             }
-            Object v = id.get(30, TimeUnit.SECONDS);
+            Object v = id.get(timeoutMs, TimeUnit.MILLISECONDS);
             this.serverId = v instanceof Long l ? l : -1;
         } catch (InterruptedException e) {
             close();
