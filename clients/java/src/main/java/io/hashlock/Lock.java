@@ -535,7 +535,20 @@ public final class Lock implements java.util.concurrent.locks.Lock {
                     int gone = count;
                     throw lose(gone("the release freed it, but " + gone + " outer hold(s) were already gone"));
                 }
-                if (count == 0) end();
+                if (count == 0) {
+                    if (left > 0 && tie != null) {
+                        // The owner still holds it through someone else (a
+                        // Redisson client sharing this id): untie it from
+                        // this connection before the pool gets it back, or
+                        // closing that connection one day would release it.
+                        try {
+                            tie.call(renewArgs(ownerBytes, false, options));
+                        } catch (RuntimeException e) {
+                            tie.close(); // cannot untie: do not pool a tied connection
+                        }
+                    }
+                    end();
+                }
             }
         }
 

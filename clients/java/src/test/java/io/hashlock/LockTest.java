@@ -35,19 +35,8 @@ class LockTest {
         return i == null ? 0 : i.waiters();
     }
 
-    /** Runs {@code body} on a new thread; the future has its result or exception. */
     static <T> CompletableFuture<T> onThread(java.util.concurrent.Callable<T> body) {
-        CompletableFuture<T> f = new CompletableFuture<>();
-        Thread t = new Thread(() -> {
-            try {
-                f.complete(body.call());
-            } catch (Throwable e) {
-                f.completeExceptionally(e);
-            }
-        });
-        t.setDaemon(true);
-        t.start();
-        return f;
+        return io.hashlock.testing.Threads.onThread(body);
     }
 
     @ParameterizedTest(name = "{0} {1}")
