@@ -252,6 +252,7 @@ public final class Lock implements java.util.concurrent.locks.Lock {
         List<byte[]> args = acquireArgs(ownerBytes, block);
         Object reply;
         RespConnection conn = null;
+        boolean asking = false;
         if (options.keepalive() || block != null) {
             long clientTimeout = block == null
                     ? hashlock.router().commandTimeoutMs() + replicasMs()
@@ -265,6 +266,7 @@ public final class Lock implements java.util.concurrent.locks.Lock {
             }
             conn = answer.connection();
             reply = answer.reply();
+            asking = answer.asking();
         } else {
             reply = hashlock.router().call(key, args);
         }
@@ -284,7 +286,7 @@ public final class Lock implements java.util.concurrent.locks.Lock {
         h.token = got[1];
         h.validUntilNanos = System.nanoTime() + options.leaseMs() * 1_000_000L;
         if (options.keepalive()) {
-            h.tie = new Tie(hashlock.router(), key, conn, renewArgs(ownerBytes, true, options), (old, neu) -> h.watch.connection(neu));
+            h.tie = new Tie(hashlock.router(), key, conn, asking, renewArgs(ownerBytes, true, options), (old, neu) -> h.watch.connection(neu));
             h.watch.connection(conn);
         } else if (conn != null) {
             hashlock.router().pool().giveBack(conn);

@@ -29,10 +29,11 @@ public final class Tie {
      *     sent on and answers 1 if this owner still holds it, else 0
      * @param onSwitch told (old, new) when the tie moves to another connection
      */
-    public Tie(Router router, byte[] key, RespConnection conn, List<byte[]> retie, BiConsumer<RespConnection, RespConnection> onSwitch) {
+    public Tie(Router router, byte[] key, RespConnection conn, boolean asking, List<byte[]> retie, BiConsumer<RespConnection, RespConnection> onSwitch) {
         this.router = router;
         this.key = key;
         this.conn = conn;
+        this.asking = asking;
         this.retie = retie;
         this.onSwitch = onSwitch;
     }
@@ -59,27 +60,35 @@ public final class Tie {
     }
 
     private void follow(Router.Redirect r) {
-        RespConnection target = router.borrow(r.node());
-        boolean ask = asking || r.ask();
-        Object answer;
-        try {
-            answer = Futures.awaitShort(Router.send(target, retie, ask), router.commandTimeoutMs());
-        } catch (ConnectionException e) {
-            target.close();
-            throw e;
+        for (int redirects = 0; ; redirects++) {
+            RespConnection target = router.borrow(r.node());
+            boolean ask = asking || r.ask();
+            Object answer;
+            try {
+                answer = Futures.awaitShort(Router.send(target, retie, ask), router.commandTimeoutMs());
+            } catch (ConnectionException e) {
+                target.close();
+                throw e;
+            }
+            if (Long.valueOf(1).equals(answer)) {
+                RespConnection old = conn;
+                conn = target;
+                asking = ask;
+                onSwitch.accept(old, target);
+                // The old node no longer has the key: nothing is tied there.
+                router.pool().giveBack(old);
+                return;
+            }
+            router.pool().giveBack(target);
+            Router.Redirect again = Router.redirect(answer, target.node());
+            if (again != null && redirects < Router.MAX_REDIRECTS) {
+                router.moved(again);
+                r = again;
+                continue;
+            }
+            if (answer instanceof Resp.ErrorReply e) throw Errors.of(e);
+            throw new LockLostException(LossReason.NOT_HELD, "the hold was gone when its key's slot moved to " + r.node());
         }
-        if (Long.valueOf(1).equals(answer)) {
-            RespConnection old = conn;
-            conn = target;
-            asking = ask;
-            onSwitch.accept(old, target);
-            // The old node no longer has the key: nothing is tied there.
-            router.pool().giveBack(old);
-            return;
-        }
-        router.pool().giveBack(target);
-        if (answer instanceof Resp.ErrorReply e) throw Errors.of(e);
-        throw new LockLostException(LossReason.NOT_HELD, "the hold was gone when its key's slot moved to " + r.node());
     }
 
     /** The hold is over: the connection holds nothing and goes back to the pool. */

@@ -29,8 +29,11 @@ public final class Waiter {
         void giveBack(Connector.Node node);
     }
 
-    /** The server's answer and the connection it came on. */
-    public record Answer(RespConnection connection, Object reply) {}
+    /**
+     * The server's answer and the connection it came on; {@code asking}: the
+     * command went with ASKING (the key's slot is being imported by that node).
+     */
+    public record Answer(RespConnection connection, Object reply, boolean asking) {}
 
     /** How long to wait for the server to drop an abandoned connection. */
     private static final long GONE_TIMEOUT_MS = 5_000;
@@ -55,7 +58,7 @@ public final class Waiter {
                 throw e;
             }
             Router.Redirect r = Router.redirect(reply, node);
-            if (r == null || redirects >= Router.MAX_REDIRECTS) return new Answer(c, reply);
+            if (r == null || redirects >= Router.MAX_REDIRECTS) return new Answer(c, reply, asking);
             router.pool().giveBack(c);
             router.moved(r);
             node = r.node();
