@@ -35,7 +35,7 @@ import redis.clients.jedis.Jedis;
 @Tag("redisson")
 @Tag("churn")
 class MixedFleetChurnTest {
-    static final int SECONDS = Integer.getInteger("churn.seconds", 20);
+    static final int SECONDS = Integer.getInteger("churn.seconds", 15);
     static final String[] KEYS = {"churn:a", "churn:b", "churn:c"};
     static final int REDISSON_THREADS = 4;
     static final int NATIVE_PROCESSES = 3;

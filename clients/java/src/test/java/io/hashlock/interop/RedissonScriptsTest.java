@@ -60,6 +60,13 @@ class RedissonScriptsTest {
         return Set.of("TRY_LOCK", "UNLOCK_3_24", "FORCE_UNLOCK_3_22", "RENEW_BATCH", "FENCED_TRY_LOCK", "FENCED_LOCK");
     }
 
+    static String sha1(String script) throws Exception {
+        byte[] d = java.security.MessageDigest.getInstance("SHA-1").digest(script.getBytes(StandardCharsets.UTF_8));
+        StringBuilder b = new StringBuilder();
+        for (byte x : d) b.append(String.format("%02x", x));
+        return b.toString();
+    }
+
     /** MONITOR's quoted arguments, unescaped. */
     static List<String> monitorArgs(String line) {
         List<String> out = new ArrayList<>();
@@ -96,8 +103,9 @@ class RedissonScriptsTest {
 
     @Test
     void everyScriptRedissonSendsIsTheTestClients() throws Exception {
-        TestServer s = TestServer.shared(TestServer.Kind.REDIS);
         Set<String> seen = new LinkedHashSet<>();
+        Set<String> shas = new LinkedHashSet<>();
+        try (TestServer s = TestServer.start(TestServer.Kind.REDIS)) {
         try (Socket mon = new Socket("127.0.0.1", s.port)) {
             OutputStream out = mon.getOutputStream();
             out.write("MONITOR\r\n".getBytes(StandardCharsets.US_ASCII));
@@ -109,6 +117,7 @@ class RedissonScriptsTest {
                     for (String line; (line = in.readLine()) != null;) {
                         List<String> a = monitorArgs(line);
                         if (a.size() > 1 && a.get(0).equalsIgnoreCase("EVAL")) seen.add(a.get(1));
+                        if (a.size() > 1 && a.get(0).equalsIgnoreCase("EVALSHA")) shas.add(a.get(1));
                         if (a.size() > 2 && a.get(0).equalsIgnoreCase("SCRIPT") && a.get(1).equalsIgnoreCase("LOAD")) seen.add(a.get(2));
                     }
                 } catch (Exception e) {
@@ -142,6 +151,7 @@ class RedissonScriptsTest {
             }
             Thread.sleep(200);
         }
+        }
         Map<String, String> testkit = testkitScripts();
         Set<String> matched = new TreeSet<>();
         List<String> unknown = new ArrayList<>();
@@ -153,6 +163,14 @@ class RedissonScriptsTest {
                 if (name == null) unknown.add(script);
                 else matched.add(name);
             }
+        }
+        // Scripts sent by SHA only (EVALSHA) must be the test client's too.
+        Map<String, String> bySha = new LinkedHashMap<>();
+        for (Map.Entry<String, String> e : testkit.entrySet()) bySha.put(sha1(e.getValue()), e.getKey());
+        bySha.put(sha1(STARTUP_PROBE), null);
+        for (String sha : shas) {
+            if (!bySha.containsKey(sha)) unknown.add("EVALSHA " + sha);
+            else if (bySha.get(sha) != null) matched.add(bySha.get(sha));
         }
         System.out.printf("redisson %s sent the test client's %s%n", RedissonClients.VERSION, matched);
         assertEquals(List.of(), unknown, "scripts Redisson " + RedissonClients.VERSION + " sent that crates/testkit/src/redisson.rs does not have");
