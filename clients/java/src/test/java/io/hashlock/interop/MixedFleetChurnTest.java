@@ -143,10 +143,11 @@ class MixedFleetChurnTest {
             }
             long sections = redissonSections.get() + nativeSections;
             System.out.printf("churn redisson %s %s %d s: %d acquisitions (Redisson %d, native %d), %d intervals checked, "
-                    + "%d critical sections (counters %d), %d SIGKILLs (%d of a holder), %d holds lost, %d overlapping holds "
+                    + "%d critical sections (counters %d), %d SIGKILLs of native processes (%d while the fleet ran, %d at its end) "
+                    + "cutting %d holds, %d holds lost, %d overlapping holds "
                     + "(control, holds stretched by 20 ms: %d)%n",
                     RedissonClients.VERSION, kind, SECONDS, redissonAcquired.get() + nativeAcquired, redissonAcquired.get(), nativeAcquired,
-                    intervals.size(), sections, counters, kills, killedHolding, lostHolds, violations, control);
+                    intervals.size(), sections, counters, kills + NATIVE_PROCESSES, kills, NATIVE_PROCESSES, killedHolding, lostHolds, violations, control);
             assertEquals(0, violations, "overlapping holds");
             assertTrue(control > 0, "the checker finds overlaps in these histories when holds are stretched");
             assertEquals(0, lostHolds, "native holds lost while their process lived");
