@@ -25,14 +25,16 @@ fn rank(folder: &str, file: &str) -> u32 {
     match (folder, file) {
         ("runtime", "ffi") => 0,
         ("runtime", "firewall") => 1,
+        ("runtime", "register") => 3,
         ("runtime", _) => 2,
         ("store", "ids" | "queue_key" | "own_event" | "server") => 0,
         ("store", _) => 1,
-        ("waiting", "handle") => 0,
-        ("waiting", "queues" | "ties") => 1,
-        ("waiting", "acks") => 2,
-        ("waiting", _) => 3,
-        ("commands", "call" | "docs") => 0,
+        ("waiting", "slot" | "ties") => 0,
+        ("waiting", "delivery") => 1,
+        ("waiting", "handle") => 2,
+        ("waiting", "queues" | "acks") => 3,
+        ("waiting", _) => 4,
+        ("commands", "call") => 0,
         ("commands", _) => 1,
         _ => 0,
     }
@@ -49,9 +51,53 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// `text` with every grouped import written out: `a::{b, c::{d, e}}`
+/// becomes `a::b, a::c::d, a::c::e` (innermost groups first).
+fn expand_groups(text: &str) -> String {
+    let mut text = text.to_string();
+    while let Some(open) = text.find("::{") {
+        // The innermost group: no `{` between its opening and its closing.
+        let Some(close_rel) = text[open + 3..].find('}') else {
+            break;
+        };
+        let close = open + 3 + close_rel;
+        if let Some(inner) = text[open + 3..close].rfind("::{") {
+            // A nested group comes first: restart from it.
+            let open = open + 3 + inner;
+            let close = open + 3 + text[open + 3..].find('}').unwrap_or(0);
+            text = expand_one(&text, open, close);
+            continue;
+        }
+        text = expand_one(&text, open, close);
+    }
+    text
+}
+
+/// Expands the group `prefix::{items}` whose `::{` is at `open` and `}` at `close`.
+fn expand_one(text: &str, open: usize, close: usize) -> String {
+    let start = text[..open]
+        .rfind(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+        .map_or(0, |i| i + 1);
+    let prefix = &text[start..open];
+    let items: Vec<String> = text[open + 3..close]
+        .split(',')
+        .map(|item| item.split_whitespace().next().unwrap_or("").to_string())
+        .filter(|item| !item.is_empty())
+        .map(|item| {
+            if item == "self" {
+                prefix.to_string()
+            } else {
+                format!("{prefix}::{item}")
+            }
+        })
+        .collect();
+    format!("{}{}{}", &text[..start], items.join(", "), &text[close + 1..])
+}
+
 /// Every `crate::glue::a::b` or `super::...` path in `text`, resolved to
 /// (top-level module, file in it) as far as the path says.
 fn references(text: &str, here: &[String]) -> BTreeSet<(String, Option<String>)> {
+    let text = expand_groups(text);
     let mut refs = BTreeSet::new();
     let words: Vec<&str> = text
         .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
@@ -158,4 +204,16 @@ fn the_checker_sees_an_upward_import() {
     );
     assert!(refs.contains(&("waiting".to_string(), Some("handoff".to_string()))));
     assert!(refs.contains(&("commands".to_string(), Some("call".to_string()))));
+}
+
+#[test]
+fn the_checker_sees_grouped_imports() {
+    let refs = references(
+        "use crate::glue::{jobs as _, waiting::{handoff, ties}};\nuse super::{self, acks};",
+        &["waiting".to_string(), "queues".to_string()],
+    );
+    assert!(refs.contains(&("jobs".to_string(), None)), "{refs:?}");
+    assert!(refs.contains(&("waiting".to_string(), Some("handoff".to_string()))));
+    assert!(refs.contains(&("waiting".to_string(), Some("ties".to_string()))));
+    assert!(refs.contains(&("waiting".to_string(), Some("acks".to_string()))));
 }

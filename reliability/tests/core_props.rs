@@ -172,7 +172,7 @@ enum Shape {
 fn shape(db: &MemoryDb, key: &[u8]) -> Shape {
     match db.value(key) {
         None => Shape::Free,
-        Some(Value::Other | Value::Str(_)) => Shape::WrongType,
+        Some(Value::Other | Value::Str(_) | Value::Zset(_)) => Shape::WrongType,
         Some(Value::Hash(h)) => {
             let positive = |v: &[u8]| {
                 let s = std::str::from_utf8(v).ok()?;

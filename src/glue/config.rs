@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use crate::core::Lease;
+use crate::core::{Lease, LockError};
 use crate::core::request::{MAX_REPLICAS, Replicas};
 
 pub const DEFAULT_LEASE_MS: i64 = Lease::WATCHDOG_DEFAULT.millis();
@@ -45,6 +45,18 @@ impl Setting {
     }
 }
 
+impl crate::glue::runtime::register::NumericConfig for Setting {
+    fn get(&self) -> i64 {
+        Setting::get(self)
+    }
+    fn set(&self, value: i64) {
+        Setting::set(self, value)
+    }
+    fn default_value(&self) -> i64 {
+        self.default
+    }
+}
+
 pub static DEFAULT_LEASE: Setting = Setting::new(
     "default-lease-ms",
     DEFAULT_LEASE_MS,
@@ -59,7 +71,33 @@ pub static REPLICAS_TIMEOUT: Setting = Setting::new(
     MAX_REPLICAS_TIMEOUT_MS,
 );
 
-pub static SETTINGS: [&Setting; 3] = [&DEFAULT_LEASE, &REPLICAS, &REPLICAS_TIMEOUT];
+/// The shortest lease a KEEPALIVE tie may have. Renewals come every third
+/// of the lease, so a tied lease survives an event-loop stall of up to two
+/// thirds of it; below ~100 ms the renewal timer's own granularity (1 ms
+/// batches) and ordinary stalls lapse it with its connection open.
+pub const DEFAULT_KEEPALIVE_MIN_LEASE_MS: i64 = 100;
+pub static KEEPALIVE_MIN_LEASE: Setting = Setting::new(
+    "keepalive-min-lease-ms",
+    DEFAULT_KEEPALIVE_MIN_LEASE_MS,
+    1,
+    MAX_DEFAULT_LEASE_MS,
+);
+
+pub static SETTINGS: [&Setting; 4] = [
+    &DEFAULT_LEASE,
+    &REPLICAS,
+    &REPLICAS_TIMEOUT,
+    &KEEPALIVE_MIN_LEASE,
+];
+
+/// Refuses a KEEPALIVE lease shorter than renewals can keep alive.
+pub fn check_keepalive_lease(lease: Lease) -> Result<(), LockError> {
+    let min_ms = KEEPALIVE_MIN_LEASE.get();
+    match lease.millis() < min_ms {
+        true => Err(LockError::KeepAliveTooShort { min_ms }),
+        false => Ok(()),
+    }
+}
 
 /// The lease used when a command gives none.
 pub fn default_lease() -> Lease {

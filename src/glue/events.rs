@@ -23,15 +23,16 @@
 //! a server that never queues waiters should not pay for it.
 
 use std::cell::Cell;
-use std::ffi::{CStr, c_char, c_int, c_void};
+use std::ffi::CStr;
 
 use crate::core::{LockError, LockResult};
 use crate::glue::eviction;
 use crate::glue::runtime::ffi::{Ctx, RStr, raw};
-use crate::glue::runtime::firewall;
+use crate::glue::runtime::hooks::{self, EventKind, Hooks, ServerEvent};
 use crate::glue::scheduler::{self, Job};
 use crate::glue::stats;
 use crate::glue::store::ids::ClientId;
+use crate::glue::store::lifecycle;
 use crate::glue::store::{QueueKey, is_own_event, server};
 use crate::glue::waiting::{acks, queues, ties};
 
@@ -40,24 +41,21 @@ thread_local! {
     static WATCHING_EVENT_LOOP: Cell<bool> = const { Cell::new(false) };
 }
 
-fn subscribe_server_event(ctx: Ctx, id: u64, callback: raw::RedisModuleEventCallback) -> bool {
-    let event = raw::RedisModuleEvent { id, dataver: 1 };
-    let subscribed = unsafe { rm!(RedisModule_SubscribeToServerEvent(ctx.0, event, callback)) };
-    subscribed == raw::REDISMODULE_OK as c_int
-}
+/// The module's handlers of keyspace and server events.
+struct Events;
 
 /// Server events, at load.
 pub fn subscribe(ctx: Ctx) -> Result<(), String> {
-    for id in [
-        raw::REDISMODULE_EVENT_FLUSHDB,
-        raw::REDISMODULE_EVENT_SWAPDB,
-        raw::REDISMODULE_EVENT_REPLICA_CHANGE,
-        raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
-        raw::REDISMODULE_EVENT_CLIENT_CHANGE,
-        raw::REDISMODULE_EVENT_CONFIG,
+    for kind in [
+        EventKind::FlushDb,
+        EventKind::SwapDb,
+        EventKind::ReplicaChange,
+        EventKind::RoleChanged,
+        EventKind::ClientChange,
+        EventKind::Config,
     ] {
-        if !subscribe_server_event(ctx, id, Some(server_event)) {
-            return Err(format!("cannot subscribe to server event {id}"));
+        if !hooks::subscribe_server::<Events>(ctx, kind) {
+            return Err("cannot subscribe to a server event".into());
         }
     }
     Ok(())
@@ -84,14 +82,7 @@ pub fn watch_keyspace(ctx: Ctx) -> LockResult<()> {
         | raw::REDISMODULE_NOTIFY_EXPIRED
         | raw::REDISMODULE_NOTIFY_EVICTED
         | raw::REDISMODULE_NOTIFY_STREAM;
-    let subscribed = unsafe {
-        rm!(RedisModule_SubscribeToKeyspaceEvents(
-            ctx.0,
-            classes as c_int,
-            Some(keyspace_event)
-        ))
-    };
-    if subscribed != raw::REDISMODULE_OK as c_int {
+    if !hooks::subscribe_keyspace::<Events>(ctx, classes) {
         return Err(LockError::Internal(
             "cannot subscribe to keyspace events".into(),
         ));
@@ -105,7 +96,7 @@ pub fn watch_event_loop(ctx: Ctx) -> LockResult<()> {
     if WATCHING_EVENT_LOOP.with(Cell::get) {
         return Ok(());
     }
-    if !subscribe_server_event(ctx, raw::REDISMODULE_EVENT_EVENTLOOP, Some(event_loop)) {
+    if !hooks::subscribe_server::<Events>(ctx, EventKind::EventLoop) {
         return Err(LockError::Internal(
             "cannot subscribe to event-loop events".into(),
         ));
@@ -114,22 +105,43 @@ pub fn watch_event_loop(ctx: Ctx) -> LockResult<()> {
     Ok(())
 }
 
-unsafe extern "C" fn keyspace_event(
-    ctx: *mut raw::RedisModuleCtx,
-    _class: c_int,
-    _event: *const c_char,
-    key: *mut raw::RedisModuleString,
-) -> c_int {
-    firewall::callback((), || {
-        if is_own_event() || key.is_null() {
+impl Hooks for Events {
+    fn keyspace(ctx: Ctx, _event: &CStr, key: &RStr) {
+        if is_own_event() {
             return;
         }
-        let ctx = Ctx(ctx);
-        // SAFETY: Redis passes a valid key name for the callback's duration.
-        let key = unsafe { RStr::from_ptr(&key) };
         look_again(ctx, ctx.db(), key.as_ref());
-    });
-    raw::REDISMODULE_OK as c_int
+    }
+
+    fn server(ctx: Ctx, event: ServerEvent<'_>) {
+        match event {
+            ServerEvent::Flushed(db) => look_again_in(ctx, db),
+            ServerEvent::SwapDb(a, b) => {
+                look_again_in(ctx, Some(a));
+                look_again_in(ctx, Some(b));
+            }
+            ServerEvent::Replica { online } => server::replica_changed(online),
+            ServerEvent::BecameReplica => demoted(),
+            ServerEvent::BecamePrimary => server::set_primary(true),
+            ServerEvent::ClientClosed(id) => {
+                let client = ClientId(id);
+                // It fires inside other commands, on replicas, while the
+                // server frees clients: act from a job, only for tied ones.
+                if ties::has_client(client) {
+                    scheduler::soon(ctx, Job::Closed(client));
+                }
+            }
+            ServerEvent::ConfigChanged(names) => {
+                if names.iter().any(|n| eviction::concerns(n)) {
+                    eviction::check(ctx);
+                }
+                if names.iter().any(|n| n.to_bytes() == b"notify-keyspace-events") {
+                    lifecycle::refresh(ctx);
+                }
+            }
+            ServerEvent::BeforeSleep => acks::before_sleep(ctx),
+        }
+    }
 }
 
 /// Schedules one `Serve` of the queue at `key`, if it has one.
@@ -143,80 +155,6 @@ fn look_again(ctx: Ctx, db: i32, key: &[u8]) {
     };
     let job = scheduler::soon(ctx, Job::Serve(qk));
     queues::with_queue(db, key, |q| q.serve = Some(job));
-}
-
-unsafe extern "C" fn event_loop(
-    ctx: *mut raw::RedisModuleCtx,
-    _event: raw::RedisModuleEvent,
-    subevent: u64,
-    _data: *mut c_void,
-) {
-    if subevent != raw::REDISMODULE_SUBEVENT_EVENTLOOP_BEFORE_SLEEP {
-        return;
-    }
-    firewall::callback((), || acks::before_sleep(Ctx(ctx)));
-}
-
-unsafe extern "C" fn server_event(
-    ctx: *mut raw::RedisModuleCtx,
-    event: raw::RedisModuleEvent,
-    subevent: u64,
-    data: *mut c_void,
-) {
-    firewall::callback((), || {
-        let ctx = Ctx(ctx);
-        match event.id {
-            raw::REDISMODULE_EVENT_FLUSHDB if subevent == raw::REDISMODULE_SUBEVENT_FLUSHDB_END => {
-                // SAFETY: Redis passes a RedisModuleFlushInfo for this event.
-                let info = unsafe { &*(data as *const raw::RedisModuleFlushInfo) };
-                look_again_in(ctx, (info.dbnum >= 0).then_some(info.dbnum));
-            }
-            raw::REDISMODULE_EVENT_SWAPDB => {
-                // SAFETY: Redis passes a RedisModuleSwapDbInfo for this event.
-                let info = unsafe { &*(data as *const raw::RedisModuleSwapDbInfo) };
-                look_again_in(ctx, Some(info.dbnum_first));
-                look_again_in(ctx, Some(info.dbnum_second));
-            }
-            raw::REDISMODULE_EVENT_REPLICA_CHANGE => {
-                let online = subevent == raw::REDISMODULE_SUBEVENT_REPLICA_CHANGE_ONLINE;
-                server::replica_changed(online);
-            }
-            raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED => {
-                if subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA {
-                    demoted();
-                } else {
-                    server::set_primary(true);
-                }
-            }
-            raw::REDISMODULE_EVENT_CLIENT_CHANGE
-                if subevent == raw::REDISMODULE_SUBEVENT_CLIENT_CHANGE_DISCONNECTED =>
-            {
-                // SAFETY: Redis passes a RedisModuleClientInfo for this event.
-                let info = unsafe { &*(data as *const raw::RedisModuleClientInfo) };
-                let client = ClientId(info.id);
-                // It fires inside other commands, on replicas, while the
-                // server frees clients: act from a job, only for tied ones.
-                if ties::has_client(client) {
-                    scheduler::soon(ctx, Job::Closed(client));
-                }
-            }
-            raw::REDISMODULE_EVENT_CONFIG
-                if subevent == raw::REDISMODULE_SUBEVENT_CONFIG_CHANGE =>
-            {
-                // SAFETY: Redis passes a RedisModuleConfigChange for this event.
-                let change = unsafe { &*(data as *const raw::RedisModuleConfigChange) };
-                let names = (0..change.num_changes as usize).filter_map(|i| {
-                    // SAFETY: `num_changes` C strings.
-                    let name = unsafe { *change.config_names.add(i) };
-                    (!name.is_null()).then(|| unsafe { CStr::from_ptr(name) })
-                });
-                if names.into_iter().any(eviction::concerns) {
-                    eviction::check(ctx);
-                }
-            }
-            _ => {}
-        }
-    })
 }
 
 fn look_again_in(ctx: Ctx, db: Option<i32>) {
@@ -236,15 +174,17 @@ fn demoted() {
         scheduler::cancel(job);
     }
     for waiter in waiters {
-        if let Some(job) = waiter.timeout {
+        if let Some((job, _)) = waiter.timeout {
             scheduler::cancel(job);
         }
         stats::DEMOTED.bump();
         waiter.handle.fail(LockError::Unblocked);
     }
     // Ties are connection state on the primary: the lease is the safety net.
-    ties::clear();
+    ties::drain();
     for left in acks::drain() {
         left.handle.fail(LockError::Unblocked);
     }
+    // Answers already on their way: the grants among them become UNBLOCKED
+    // when sent (`delivery` checks the role).
 }

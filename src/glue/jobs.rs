@@ -1,18 +1,35 @@
 //! Layer 4: what each scheduler job does (the scheduler only keeps time).
 //!
+//! | job | scheduled by | on a replica | during a write pause |
+//! |---|---|---|---|
+//! | `Timeout` | a queued BLOCK waiter | runs (answers nil) | runs |
+//! | `Deliver` | any answer to a blocked client | runs (a grant there becomes UNBLOCKED) | runs (writes nothing) |
+//! | `AckTimeout` | a REPLICAS wait | dropped (the waits were answered at demotion) | waits for the pause to end |
+//! | `Due` | a queued lock's lease deadline | dropped | waits |
+//! | `Serve` | a foreign write to a queued key, a head leaving, a flush | dropped | waits |
+//! | `Renew` | a KEEPALIVE tie, every third of its lease | dropped | waits |
+//! | `Closed`, `Release` | a tied connection closing | dropped | waits |
+//! | `TakeBack`, `Restore` | an undelivered grant, an unacknowledged call | dropped | waits |
+//!
 //! Jobs that write act only on a primary (a replica grants nothing; its
 //! waiters were answered when it was demoted) and never while writes are
 //! paused (CLIENT PAUSE WRITE, failover: a write or a propagation then kills
-//! the server): they wait for the pause to end.
+//! the server). A job whose key this node does not serve now (a slot
+//! migrating or gone) is retried after a short back-off, never dropped.
 
 use crate::glue::runtime::ffi::Ctx;
-use crate::glue::scheduler::{self, Job};
+use crate::glue::scheduler::{self, Job, Outcome};
 use crate::glue::stats;
+use crate::glue::store::ids::TieKind;
 use crate::glue::store::server;
-use crate::glue::waiting::{acks, handoff, queues, ties};
+use crate::glue::waiting::lock;
+use crate::glue::waiting::{acks, callbacks, delivery, queues, serve, ties};
 
 /// How often to look again while writes are paused.
 const PAUSE_RETRY_MS: i64 = 5;
+
+/// How soon to try again a job whose key is not served here now.
+const NOT_SERVED_RETRY_MS: i64 = 10;
 
 /// A closed connection's tied locks are released a few at a time, while the
 /// scheduler's batch has time left; the rest follow in its next batches, so
@@ -20,51 +37,86 @@ const PAUSE_RETRY_MS: i64 = 5;
 const CLOSED_CHUNK: usize = 8;
 
 pub fn run(ctx: Ctx, job: Job) {
-    // A BLOCK timeout writes nothing: it is answered even on a replica or
-    // during a pause.
-    if let Job::Timeout(id) = job {
-        if let Some((waiter, jobs)) = queues::remove(id) {
-            jobs.into_iter().for_each(|j| {
-                scheduler::cancel(j);
-            });
-            stats::TIMED_OUT.bump();
-            // Dropping the handle answers nil.
-            drop(waiter.handle);
-        }
-        return;
-    }
-    if !server::is_primary() {
-        return;
-    }
-    if server::writes_paused() {
-        scheduler::at(ctx, ctx.now().saturating_add(PAUSE_RETRY_MS), job);
-        return;
-    }
     match job {
-        Job::HandOn(qk) => {
+        // A BLOCK timeout writes nothing: it is answered even on a replica
+        // or during a pause.
+        Job::Timeout(id) => {
+            if let Some((waiter, jobs, headed)) = queues::remove(id) {
+                for job in jobs {
+                    scheduler::cancel(job);
+                }
+                stats::TIMED_OUT.bump();
+                waiter.handle.nil();
+                // A head that timed out may have held others back.
+                callbacks::serve_soon(ctx, headed);
+            }
+        }
+        Job::Deliver => delivery::flush(ctx),
+        job if !server::is_primary() => drop(job),
+        job if server::writes_paused(ctx) => {
+            scheduler::at(ctx, ctx.now().saturating_add(PAUSE_RETRY_MS), job);
+        }
+        job => {
+            if let Some(again) = run_writing(ctx, job) {
+                scheduler::at(ctx, ctx.now().saturating_add(NOT_SERVED_RETRY_MS), again);
+            }
+        }
+    }
+}
+
+/// After every batch of jobs: the answers they produced go out.
+pub fn after_batch(ctx: Ctx) {
+    if delivery::count() > 0 {
+        delivery::flush(ctx);
+    }
+}
+
+/// Runs a job that may write; returns it if it must be tried again later.
+fn run_writing(ctx: Ctx, job: Job) -> Option<Job> {
+    let retry = |outcome: Outcome, job: Job| (outcome == Outcome::Retry).then_some(job);
+    match job {
+        Job::Due(qk) => {
             queues::with_queue(qk.db, &qk.name, |q| q.hand_on = None);
-            handoff::serve_key(ctx, &qk);
+            let outcome = serve::due(ctx, &qk);
+            retry(outcome, Job::Due(qk))
         }
         Job::Serve(qk) => {
             queues::with_queue(qk.db, &qk.name, |q| q.serve = None);
-            handoff::serve_key(ctx, &qk);
+            let outcome = serve::serve_key(ctx, &qk);
+            retry(outcome, Job::Serve(qk))
         }
-        Job::Renew(qk) => handoff::renew_tied(ctx, &qk),
-        Job::Closed(client) => loop {
-            let (locks, more) = ties::closed(client, CLOSED_CHUNK);
-            for (qk, owner) in locks {
-                handoff::release_tied(ctx, &qk, &owner);
+        Job::Renew(qk, holder, kind) => {
+            let outcome = serve::renew_tie(ctx, &qk, &holder, kind);
+            retry(outcome, Job::Renew(qk, holder, kind))
+        }
+        Job::Closed(client) => {
+            loop {
+                let (released, more) = ties::closed(client, CLOSED_CHUNK);
+                for r in released {
+                    release(ctx, r.key, r.holder, r.kind);
+                }
+                if !more {
+                    break;
+                }
+                if scheduler::time_left().is_zero() {
+                    scheduler::soon(ctx, Job::Closed(client));
+                    break;
+                }
             }
-            if !more {
-                break;
-            }
-            if scheduler::time_left().is_zero() {
-                scheduler::soon(ctx, Job::Closed(client));
-                break;
-            }
-        },
-        Job::TakeBack(qk, owner) => handoff::take_back(ctx, &qk, &owner),
-        Job::Restore(qk, owner, deadline) => handoff::restore(ctx, &qk, &owner, deadline),
+            None
+        }
+        Job::Release(qk, holder, kind) => {
+            release(ctx, qk, holder, kind);
+            None
+        }
+        Job::TakeBack(qk, owner) => {
+            let outcome = lock::take_back(ctx, &qk, &owner);
+            retry(outcome, Job::TakeBack(qk, owner))
+        }
+        Job::Restore(qk, owner, deadline) => {
+            let outcome = lock::restore(ctx, &qk, &owner, deadline);
+            retry(outcome, Job::Restore(qk, owner, deadline))
+        }
         Job::AckTimeout(id) => {
             if let Some(left) = acks::leave(id) {
                 // Undo first: when the client hears NOREPLICAS, its call has
@@ -75,7 +127,21 @@ pub fn run(ctx: Ctx, job: Job) {
                 stats::NOREPLICAS.bump();
                 left.handle.fail(left.error);
             }
+            None
         }
-        Job::Timeout(_) => {}
+        Job::Timeout(_) | Job::Deliver => None,
+    }
+}
+
+/// Releases one tied hold of a closed connection; tried again later if its
+/// key is not served here now.
+fn release(ctx: Ctx, qk: crate::glue::store::QueueKey, holder: ties::Holder, kind: TieKind) {
+    let outcome = serve::release_tie(ctx, &qk, &holder, kind);
+    if outcome == Outcome::Retry {
+        scheduler::at(
+            ctx,
+            ctx.now().saturating_add(NOT_SERVED_RETRY_MS),
+            Job::Release(qk, holder, kind),
+        );
     }
 }

@@ -4,8 +4,8 @@
 //!
 //! Layers, each importing only from those below it (docs/DESIGN.md):
 //!
-//! 0. `runtime`: contexts and strings over the raw API, the panic
-//!    firewall, the module timer, replies.
+//! 0. `runtime`: every raw API call, behind safe wrappers (the only layer
+//!    with `unsafe`), the panic firewall, the module timer, replies.
 //! 1. `store`: the lock key as a `LockStore`, queue keys, the server's
 //!    state, the unlock notification; `config`, `stats`, `eviction`.
 //! 2. `scheduler`: one timer for every time-driven job.
@@ -16,18 +16,29 @@
 
 #[macro_use]
 pub mod runtime;
+#[deny(unsafe_code)]
 pub mod config;
+#[deny(unsafe_code)]
 pub mod eviction;
+#[deny(unsafe_code)]
 pub mod stats;
+#[deny(unsafe_code)]
 pub mod store;
 
+#[deny(unsafe_code)]
 pub mod scheduler;
 
+#[deny(unsafe_code)]
 pub mod waiting;
 
+#[deny(unsafe_code)]
 mod commands;
+#[deny(unsafe_code)]
 mod events;
+#[deny(unsafe_code)]
 mod info;
+#[deny(unsafe_code)]
 mod jobs;
 
-mod module;
+#[deny(unsafe_code)]
+pub mod module;

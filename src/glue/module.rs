@@ -1,5 +1,5 @@
-//! The module's own entry points: `RedisModule_OnLoad` and
-//! `RedisModule_OnUnload`.
+//! Layer 5: loading and unloading the module (the `RedisModule_OnLoad` and
+//! `RedisModule_OnUnload` entry points in `lib.rs` call `load` and `unload`).
 //!
 //! Written by hand rather than with the crate's `redis_module!` macro, so
 //! that every callback Redis can make into the module is ours and goes
@@ -7,69 +7,18 @@
 //! loading took (the macro keeps a detached context per load that nothing
 //! frees: ~17 KB leaked per MODULE UNLOAD + LOAD, measured).
 
-use std::ffi::{c_int, c_longlong, c_void};
+use std::ffi::c_int;
 
-use super::config::{self, SETTINGS, Setting};
+use super::config::{SETTINGS, Setting};
 use super::runtime::ffi::{self, Ctx, Level, RStr, raw};
-use super::runtime::firewall;
-use super::store::{ONE, notify, server};
-use super::waiting::{acks, queues, ties};
+use super::runtime::{firewall, hooks, register};
+use super::store::{ONE, lifecycle, notify, server};
+use super::waiting::{acks, delivery, queues, ties};
 use super::{commands, events, eviction, info, jobs, scheduler};
 use crate::core::number::parse_i64;
 
-const OK: c_int = raw::REDISMODULE_OK as c_int;
-const ERR: c_int = raw::REDISMODULE_ERR as c_int;
 /// MODULE LIST `ver`: 1.0.0.
-const VERSION: c_int = 1_00_00;
-
-/// # Safety
-/// Called by Redis, once per load, with its arguments.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn RedisModule_OnLoad(
-    ctx: *mut raw::RedisModuleCtx,
-    argv: *mut *mut raw::RedisModuleString,
-    argc: c_int,
-) -> c_int {
-    // Binds the RedisModule_* API; nothing may allocate before this (the
-    // global allocator is Redis's).
-    let init = unsafe {
-        raw::Export_RedisModule_Init(
-            ctx,
-            c"lock".as_ptr(),
-            VERSION,
-            raw::REDISMODULE_APIVER_1 as c_int,
-        )
-    };
-    if init == ERR {
-        return ERR;
-    }
-    let ctx = Ctx(ctx);
-    firewall::callback(ERR, || {
-        // SAFETY: Redis passes `argc` valid strings for the call.
-        let args = unsafe { RStr::from_argv(argv, argc) };
-        match load(ctx, args) {
-            Ok(()) => OK,
-            Err(e) => {
-                ctx.log(Level::Warning, &format!("lock module: {e}"));
-                ERR
-            }
-        }
-    })
-}
-
-/// # Safety
-/// Called by Redis on MODULE UNLOAD; refusing leaves the module loaded.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn RedisModule_OnUnload(ctx: *mut raw::RedisModuleCtx) -> c_int {
-    let ctx = Ctx(ctx);
-    firewall::callback(ERR, || match unload() {
-        Ok(()) => OK,
-        Err(e) => {
-            ctx.log(Level::Warning, &format!("lock module: {e}"));
-            ERR
-        }
-    })
-}
+pub const VERSION: c_int = 1_00_00;
 
 /// Valkey's `VALKEYMODULE_OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION`: without it
 /// Valkey refuses `CLUSTER MIGRATESLOTS` while the module is loaded. Locks
@@ -77,35 +26,51 @@ pub unsafe extern "C" fn RedisModule_OnUnload(ctx: *mut raw::RedisModuleCtx) -> 
 /// key's deletion, which `server::serves_key` tells from a release.
 const VALKEY_HANDLES_ATOMIC_SLOT_MIGRATION: c_int = 1 << 5;
 
-fn load(ctx: Ctx, args: &[RStr]) -> Result<(), String> {
+pub fn load(ctx: Ctx, args: &[RStr]) -> Result<(), String> {
     ffi::require_api().map_err(|missing| {
         format!("this server lacks {missing}; Redis 7.0 or later is required")
     })?;
     firewall::install_panic_hook();
+    Ctx::init_module(ctx);
     server::init(ctx);
-    // `LockKey` signals modified keys itself, only when it wrote something.
+    // The stores signal modified keys themselves, only when they wrote.
     let mut options = raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED as c_int;
     if server::valkey() {
         options |= VALKEY_HANDLES_ATOMIC_SLOT_MIGRATION;
     }
-    unsafe { rm!(RedisModule_SetModuleOptions(ctx.0, options)) };
+    hooks::set_module_options(ctx, options);
     let values = module_args(args)?;
-    register_configs(ctx, &values)?;
+    for (setting, &value) in SETTINGS.iter().zip(&values) {
+        setting.set(value);
+        register::numeric_config(ctx, setting.name, value, setting.min, setting.max, *setting)?;
+    }
+    register::load_configs(ctx)?;
     ONE.init(b"1");
     notify::init();
-    scheduler::init(jobs::run);
+    scheduler::init(jobs::run, jobs::after_batch);
     commands::register(ctx)?;
     events::subscribe(ctx)?;
     info::register(ctx);
     eviction::check(ctx);
+    lifecycle::refresh(ctx);
+    if !register::has_acl_categories() {
+        ctx.log(
+            Level::Warning,
+            "lock module: this server cannot put module commands in ACL categories (Redis 7.0): \
+             LOCK.* commands are in @all only, so -@write does not deny them and +@write does not \
+             allow them; name them in ACL rules (README, Deployment)",
+        );
+    }
     Ok(())
 }
 
-fn unload() -> Result<(), String> {
-    // Clients waiting, locks tied, or jobs about to call back into us: not now.
+pub fn unload() -> Result<(), String> {
+    // Clients waiting, ties, answers on their way or jobs about to call back
+    // into us: not now.
     if queues::totals() != (0, 0)
         || acks::count() > 0
         || ties::count() > 0
+        || delivery::count() > 0
         || scheduler::pending() > 0
     {
         return Err(
@@ -115,11 +80,18 @@ fn unload() -> Result<(), String> {
     }
     ONE.free();
     notify::MESSAGE.free();
+    register::clear();
     // Redis drops the module's subscriptions; the next load (which may find
     // this library's statics still in place) must subscribe again.
     events::forget_subscriptions();
+    Ctx::free_module();
     drop(std::panic::take_hook());
     Ok(())
+}
+
+/// Logs why loading or unloading failed.
+pub fn log_failure(ctx: Ctx, e: &str) {
+    ctx.log(Level::Warning, &format!("lock module: {e}"));
 }
 
 /// `loadmodule path [name value]...`: any config, e.g. `default-lease-ms N`.
@@ -141,60 +113,11 @@ fn module_args(args: &[RStr]) -> Result<Vec<i64>, String> {
                 known.join(", ")
             ));
         };
-        let setting = SETTINGS[i];
+        let setting: &Setting = SETTINGS[i];
         values[i] = parse_i64(value.as_ref())
             .filter(|v| (setting.min..=setting.max).contains(v))
             .ok_or_else(|| format!("{} must be {}..={}", setting.name, setting.min, setting.max))?;
         rest = tail;
     }
     Ok(values)
-}
-
-/// The `lock.*` configs for CONFIG GET/SET and redis.conf.
-fn register_configs(ctx: Ctx, values: &[i64]) -> Result<(), String> {
-    unsafe extern "C" fn get(_name: *const std::ffi::c_char, data: *mut c_void) -> c_longlong {
-        // SAFETY: `data` is the &'static Setting registered below.
-        let setting = unsafe { &*(data as *const Setting) };
-        firewall::callback(setting.default, || setting.get())
-    }
-    unsafe extern "C" fn set(
-        _name: *const std::ffi::c_char,
-        value: c_longlong,
-        data: *mut c_void,
-        _err: *mut *mut raw::RedisModuleString,
-    ) -> c_int {
-        // SAFETY: as in `get`. Redis has already checked the range.
-        let setting = unsafe { &*(data as *const Setting) };
-        firewall::callback(ERR, || {
-            setting.set(value);
-            OK
-        })
-    }
-    for (setting, &value) in SETTINGS.iter().zip(values) {
-        setting.set(value);
-        let name = std::ffi::CString::new(setting.name).map_err(|e| e.to_string())?;
-        let registered = unsafe {
-            rm!(RedisModule_RegisterNumericConfig(
-                ctx.0,
-                name.as_ptr(),
-                value,
-                raw::REDISMODULE_CONFIG_DEFAULT,
-                setting.min,
-                setting.max,
-                Some(get),
-                Some(set),
-                None,
-                *setting as *const Setting as *mut c_void
-            ))
-        };
-        if registered != OK {
-            return Err(format!("cannot register lock.{}", setting.name));
-        }
-    }
-    // Applies `lock.*` lines from redis.conf.
-    if unsafe { rm!(RedisModule_LoadConfigs(ctx.0)) } != OK {
-        return Err("cannot load the module's configuration".into());
-    }
-    let _ = config::DEFAULT_LEASE_MS;
-    Ok(())
 }

@@ -24,25 +24,37 @@ use std::time::{Duration, Instant};
 
 use super::runtime::ffi::{Ctx, OwnedStr};
 use super::runtime::timer::{self, Timer};
-use super::store::QueueKey;
-use super::store::ids::{AckId, ClientId, WaiterId};
+use super::store::ids::{AckId, ClientId, TieKind, WaiterId};
+use super::store::{Holder, QueueKey, server};
 use crate::core::Millis;
 
 /// Longest stretch of jobs run in one go.
 const BUDGET: Duration = Duration::from_millis(1);
 
+/// What a job that writes did: done, or its key is not served here now
+/// (a slot migrating or gone): try again later, never drop it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Done,
+    Retry,
+}
+
 pub enum Job {
-    /// The lease of a lock with waiters runs out: hand it on.
-    HandOn(QueueKey),
-    /// Look at a queue again: something else changed its key, or a
-    /// hand-off had to wait for a write pause to end.
+    /// A deadline at this key comes (a queued lock's lease runs out: hand
+    /// it on).
+    Due(QueueKey),
+    /// Look at a queue again: something else changed its key, its head
+    /// left, or a hand-off had to wait for a write pause to end.
     Serve(QueueKey),
     /// A waiter's BLOCK time is over.
     Timeout(WaiterId),
-    /// Renew a lock tied to its connection (KEEPALIVE).
-    Renew(QueueKey),
-    /// A connection with tied locks closed.
+    /// Renew a hold tied to its connection (KEEPALIVE).
+    Renew(QueueKey, Holder, TieKind),
+    /// A connection with ties closed.
     Closed(ClientId),
+    /// Release one tied hold of a closed connection (one that could not be
+    /// released at once: its key was not served here then).
+    Release(QueueKey, Holder, TieKind),
     /// Take back a hold given to this owner: its grant never reached the
     /// client, or the replicas did not acknowledge it.
     TakeBack(QueueKey, OwnedStr),
@@ -52,6 +64,8 @@ pub enum Job {
     Restore(QueueKey, OwnedStr, Option<Millis>),
     /// A call's replicas did not acknowledge in time.
     AckTimeout(AckId),
+    /// Send the answers waiting for delivery.
+    Deliver,
 }
 
 /// A scheduled job: when, and a sequence number (ties run in order).
@@ -72,6 +86,8 @@ struct Scheduler {
     /// When the batch being run started.
     batch_started: Option<Instant>,
     run: Option<fn(Ctx, Job)>,
+    /// Runs after every batch (the delivery of answers).
+    after_batch: Option<fn(Ctx)>,
 }
 
 thread_local! {
@@ -83,9 +99,13 @@ fn with<R>(f: impl FnOnce(&mut Scheduler) -> R) -> R {
     SCHEDULER.with(|s| f(&mut s.borrow_mut()))
 }
 
-/// Sets what runs a due job (the top layer), at load.
-pub fn init(run: fn(Ctx, Job)) {
-    with(|s| s.run = Some(run));
+/// Sets what runs a due job (the top layer) and what runs after every
+/// batch, at load.
+pub fn init(run: fn(Ctx, Job), after_batch: fn(Ctx)) {
+    with(|s| {
+        s.run = Some(run);
+        s.after_batch = Some(after_batch);
+    });
 }
 
 /// Runs `job` at `due` (server clock, ms).
@@ -106,10 +126,20 @@ pub fn soon(ctx: Ctx, job: Job) -> JobId {
     at(ctx, ctx.now(), job)
 }
 
-/// Takes a job back before it runs. The timer is left alone: if it was
-/// armed for this job, it finds nothing due and re-arms.
+/// Takes a job back before it runs. When nothing is left to run, the
+/// server timer is stopped too (a module holding a timer cannot be
+/// unloaded); otherwise it is left alone: if it was armed for this job, it
+/// finds nothing due and re-arms.
 pub fn cancel(id: JobId) -> Option<Job> {
-    with(|s| s.jobs.remove(&id))
+    let (job, idle) = with(|s| {
+        let job = s.jobs.remove(&id);
+        let idle = s.jobs.is_empty() && !s.running;
+        (job, idle.then(|| s.armed.take()).flatten())
+    });
+    if let Some((timer, _)) = idle {
+        timer::stop(Ctx::module(), timer);
+    }
+    job
 }
 
 /// What is left of the running batch's budget (zero outside a batch): a job
@@ -151,11 +181,13 @@ fn arm(ctx: Ctx) {
 fn fire(ctx: Ctx, (): ()) {
     // Jobs scheduled while this batch runs wait for the next one, so a job
     // that keeps asking to run "soon" cannot keep the batch going.
-    let (run, last) = with(|s| {
+    let (run, after_batch, last) = with(|s| {
         s.armed = None;
         s.running = true;
-        (s.run, s.seq)
+        (s.run, s.after_batch, s.seq)
     });
+    // The cluster's slots are read at most once per batch.
+    server::forget_slots();
     let started = Instant::now();
     with(|s| s.batch_started = Some(started));
     while started.elapsed() < BUDGET {
@@ -173,6 +205,9 @@ fn fire(ctx: Ctx, (): ()) {
             // A panic in one job must not stop the others.
             super::runtime::firewall::callback((), || run(ctx, job));
         }
+    }
+    if let Some(after_batch) = after_batch {
+        super::runtime::firewall::callback((), || after_batch(ctx));
     }
     with(|s| {
         s.running = false;

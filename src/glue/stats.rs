@@ -49,3 +49,6 @@ pub static KEEPALIVE_RENEWED: Counter = Counter::new();
 pub static KEEPALIVE_RELEASED: Counter = Counter::new();
 /// Calls undone and answered NOREPLICAS after their REPLICAS time ran out.
 pub static NOREPLICAS: Counter = Counter::new();
+/// Grants that had lapsed or moved on before their answer was sent: the
+/// client was refused (nil, or NOREPLICAS), never told it holds.
+pub static STALE_GRANTS: Counter = Counter::new();

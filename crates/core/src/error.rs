@@ -48,12 +48,55 @@ pub enum LockError {
         acked: i64,
         waited: bool,
     },
+    /// The replicas acknowledged the call, but what it was granted had
+    /// lapsed or moved to someone else by then.
+    NoReplicasLost,
+    /// The caller may not access a key the module derives from its key.
+    NoPerm(&'static str),
+    /// KEEPALIVE with a lease shorter than renewals can keep alive.
+    KeepAliveTooShort { min_ms: i64 },
     /// A LOCK.* write on a replica.
     ReadOnly,
     /// A waiter whose node stopped being a primary.
     Unblocked,
     /// A bug inside the module, caught by the panic firewall.
     Internal(String),
+    /// An argument out of its range: the full message after `ERR `
+    /// (`invalid COUNT: must be a positive integer`).
+    Invalid(&'static str),
+    /// The key holds a string that is not a decimal integer (a semaphore).
+    NotSemaphore,
+    /// The key holds a string that is not a decimal integer (a latch).
+    NotLatch,
+    /// INCRBY would overflow the permit count (Redis's own refusal).
+    CountOverflow,
+    /// A permit id that is not 32 hex characters, or given twice.
+    BadPermitId(&'static str),
+    /// SEMAPHORE.RETURN of an id that is not leased now (never leased,
+    /// returned, or lapsed).
+    NotLeased,
+    /// A semaphore write whose `{key}:timeout` hashes to another slot.
+    TimeoutCrossSlot,
+    /// RWLOCK.ACQUIRE WRITE by an owner holding READ but not WRITE: an
+    /// upgrade would deadlock.
+    NoUpgrade,
+    /// An RW lock owner named `mode` or ending in `:write` (Redisson's
+    /// layout could not tell it from the mode field or a writer).
+    RwOwner,
+    /// The key holds a hash that is not a read-write lock.
+    NotRwLock,
+    /// An RW lock would have more read holds than `rwlock::MAX_READ_HOLDS`.
+    ReadHoldLimit,
+    /// A read hold's timeout key would hash to another cluster slot.
+    RwCrossSlot,
+    /// `numkeys` of LOCK.MACQUIRE / LOCK.MRELEASE: the full message after `ERR `.
+    NumKeys(&'static str),
+    /// The same key twice in LOCK.MACQUIRE / LOCK.MRELEASE.
+    DuplicateKey,
+    /// Owner `*` where the server cannot generate one (LOCK.MACQUIRE / LOCK.MRELEASE).
+    OwnerRequired,
+    /// LOCK.MACQUIRE / LOCK.MRELEASE keys in different cluster slots.
+    KeysCrossSlot,
 }
 
 impl LockError {
@@ -63,10 +106,17 @@ impl LockError {
             LockError::WrongType => "WRONGTYPE",
             LockError::NotOwner => "NOTOWNER",
             LockError::NotLock => "NOTLOCK",
-            LockError::TokenCrossSlot => "CROSSSLOT",
-            LockError::NoReplicas { .. } => "NOREPLICAS",
+            LockError::TokenCrossSlot | LockError::TimeoutCrossSlot => "CROSSSLOT",
+            LockError::NotSemaphore => "NOTSEMAPHORE",
+            LockError::NotLatch => "NOTLATCH",
+            LockError::NotLeased => "NOTOWNER",
+            LockError::NoReplicas { .. } | LockError::NoReplicasLost => "NOREPLICAS",
+            LockError::NoPerm(_) => "NOPERM",
             LockError::ReadOnly => "READONLY",
             LockError::Unblocked => "UNBLOCKED",
+            LockError::NoUpgrade => "NOUPGRADE",
+            LockError::NotRwLock => "NOTLOCK",
+            LockError::RwCrossSlot | LockError::KeysCrossSlot => "CROSSSLOT",
             _ => "ERR",
         }
     }
@@ -115,6 +165,15 @@ impl LockError {
             } => Cow::Owned(format!(
                 "NOREPLICAS not enough replicas acknowledged in time: {acked} of {wanted}; the call was undone"
             )),
+            LockError::NoReplicasLost => Cow::Borrowed(
+                "NOREPLICAS the grant was lost before the replicas acknowledged it (its lease ran out or it was released or taken meanwhile)",
+            ),
+            LockError::NoPerm(what) => Cow::Owned(format!(
+                "NOPERM this user has no permissions to access {what}"
+            )),
+            LockError::KeepAliveTooShort { min_ms } => Cow::Owned(format!(
+                "ERR KEEPALIVE needs a lease of at least {min_ms} ms (lock.keepalive-min-lease-ms): the server renews it every third of the lease"
+            )),
             LockError::ReadOnly => {
                 Cow::Borrowed("READONLY You can't write against a read only replica.")
             }
@@ -124,6 +183,44 @@ impl LockError {
             LockError::Internal(what) => Cow::Owned(format!(
                 "ERR internal error in the lock module: {what} (details in the server log)"
             )),
+            LockError::Invalid(why) => Cow::Owned(format!("ERR {why}")),
+            LockError::NotSemaphore => Cow::Borrowed(
+                "NOTSEMAPHORE key holds a string that is not a permit count (a decimal integer expected)",
+            ),
+            LockError::NotLatch => Cow::Borrowed(
+                "NOTLATCH key holds a string that is not a latch count (a decimal integer expected)",
+            ),
+            LockError::CountOverflow => Cow::Borrowed("ERR increment or decrement would overflow"),
+            LockError::BadPermitId(why) => Cow::Owned(format!("ERR invalid permit id: {why}")),
+            LockError::NotLeased => Cow::Borrowed(
+                "NOTOWNER permit not leased (lapsed, returned or never leased); nothing was returned",
+            ),
+            LockError::TimeoutCrossSlot => Cow::Borrowed(
+                "CROSSSLOT the semaphore's lease set ({key}:timeout) hashes to another slot; give the key a hash tag",
+            ),
+            LockError::NoUpgrade => Cow::Borrowed(
+                "NOUPGRADE the owner holds this lock for reading: release READ before taking WRITE (an upgrade would deadlock)",
+            ),
+            LockError::RwOwner => Cow::Borrowed(
+                "ERR invalid owner: a read-write lock owner may not be 'mode' or end in ':write'",
+            ),
+            LockError::NotRwLock => Cow::Borrowed(
+                "NOTLOCK key holds a hash that is not a read-write lock (a mode field 'read' or 'write' and positive integer hold counts expected)",
+            ),
+            LockError::ReadHoldLimit => {
+                Cow::Borrowed("ERR too many read holds on this lock (at most 100000)")
+            }
+            LockError::RwCrossSlot => Cow::Borrowed(
+                "CROSSSLOT a read hold's timeout key ({key}:<owner>:rwlock_timeout:<n>) hashes to another slot; give the key a hash tag",
+            ),
+            LockError::NumKeys(why) => Cow::Owned(format!("ERR {why}")),
+            LockError::DuplicateKey => Cow::Borrowed("ERR the same key is given more than once"),
+            LockError::OwnerRequired => Cow::Borrowed(
+                "ERR invalid owner: '*' is not allowed here (give the owner that will release the locks)",
+            ),
+            LockError::KeysCrossSlot => {
+                Cow::Borrowed("CROSSSLOT Keys in request don't hash to the same slot")
+            }
         }
     }
 }
@@ -169,9 +266,28 @@ mod tests {
                 acked: 0,
                 waited: false,
             },
+            LockError::NoReplicasLost,
+            LockError::NoPerm("x"),
+            LockError::KeepAliveTooShort { min_ms: 100 },
             LockError::ReadOnly,
             LockError::Unblocked,
             LockError::Internal("x".into()),
+            LockError::Invalid("x"),
+            LockError::NotSemaphore,
+            LockError::NotLatch,
+            LockError::CountOverflow,
+            LockError::BadPermitId("x"),
+            LockError::NotLeased,
+            LockError::TimeoutCrossSlot,
+            LockError::NoUpgrade,
+            LockError::RwOwner,
+            LockError::NotRwLock,
+            LockError::ReadHoldLimit,
+            LockError::RwCrossSlot,
+            LockError::NumKeys("x"),
+            LockError::DuplicateKey,
+            LockError::OwnerRequired,
+            LockError::KeysCrossSlot,
         ];
         for e in all {
             let msg = e.message();

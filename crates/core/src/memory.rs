@@ -13,22 +13,37 @@ use super::store::{LockStore, Shape};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Value {
     Hash(BTreeMap<Vec<u8>, Vec<u8>>),
-    /// A string (token counters).
+    /// A string (token counters, permit and latch counts).
     Str(Vec<u8>),
+    /// A sorted set (a semaphore's lease set): member → score.
+    Zset(BTreeMap<Vec<u8>, Score>),
     /// Any other value (a list, a set...).
     Other,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Entry {
-    value: Value,
-    deadline: Option<Millis>,
+/// A sorted-set score: a double, as Redis keeps it (equal when bitwise
+/// equal, so `Value` stays comparable in tests).
+#[derive(Debug, Clone, Copy)]
+pub struct Score(pub f64);
+
+impl PartialEq for Score {
+    fn eq(&self, other: &Score) -> bool {
+        self.0.to_bits() == other.0.to_bits()
+    }
 }
 
-#[derive(Debug, Clone, Default)]
+impl Eq for Score {}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Entry {
+    pub(crate) value: Value,
+    pub(crate) deadline: Option<Millis>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MemoryDb {
-    now: Millis,
-    entries: BTreeMap<Vec<u8>, Entry>,
+    pub(crate) now: Millis,
+    pub(crate) entries: BTreeMap<Vec<u8>, Entry>,
 }
 
 impl MemoryDb {
@@ -58,7 +73,7 @@ impl MemoryDb {
         }
     }
 
-    fn expire(&mut self, key: &[u8]) {
+    pub(crate) fn expire(&mut self, key: &[u8]) {
         let now = self.now;
         if self
             .entries

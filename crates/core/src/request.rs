@@ -1,6 +1,8 @@
-//! Parsing LOCK.* arguments into requests. Pure: arguments are anything that
-//! reads as bytes (`&[u8]` in tests, Redis strings in the glue), and requests
-//! borrow them, so the hot path copies nothing.
+//! Parsing LOCK.* arguments into requests, and the option machinery every
+//! command shares (SEMAPHORE.* and LATCH.* parse in their own modules).
+//! Pure: arguments are anything that reads as bytes (`&[u8]` in tests,
+//! Redis strings in the glue), and requests borrow them, so the hot path
+//! copies nothing.
 //!
 //! Which options a command takes comes from the command table (`command`).
 //! Options are case-insensitive and may come in any order; a repeated,
@@ -12,6 +14,7 @@ use super::error::{LockError, LockResult};
 use super::lease::{Lease, Millis, NOT_POSITIVE};
 use super::number::parse_i64;
 use super::owner;
+use super::rwlock::RwMode;
 
 /// Who asks for the lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,13 +131,18 @@ pub fn parse_key<A: AsRef<[u8]>>(command: Command, args: &[A]) -> LockResult<Key
     Ok(KeyRequest { key })
 }
 
+/// The options after a command's fixed arguments, as parsed.
 #[derive(Default)]
-struct Options {
-    lease: Option<Lease>,
-    block: Option<Block>,
-    keepalive: bool,
-    token: bool,
-    replicas: Option<Replicas>,
+pub(crate) struct Options {
+    pub(crate) lease: Option<Lease>,
+    pub(crate) block: Option<Block>,
+    pub(crate) keepalive: bool,
+    pub(crate) token: bool,
+    pub(crate) replicas: Option<Replicas>,
+    /// `COUNT n`, n ≥ 1.
+    pub(crate) count: Option<i64>,
+    /// `READ | WRITE` (RW locks).
+    pub(crate) mode: Option<RwMode>,
 }
 
 /// Which option a word names, if the command takes it.
@@ -145,18 +153,38 @@ fn option_named(command: Command, word: &[u8]) -> Option<Opt> {
         2 if is(b"PX") || is(b"EX") => Opt::Lease,
         5 if is(b"BLOCK") => Opt::Block,
         5 if is(b"TOKEN") => Opt::Token,
+        5 if is(b"COUNT") => Opt::Count,
         8 if is(b"REPLICAS") => Opt::Replicas,
         9 if is(b"KEEPALIVE") => Opt::KeepAlive,
+        4 if is(b"READ") => Opt::Mode,
+        5 if is(b"WRITE") => Opt::Mode,
         _ => return None,
     };
     command.takes(opt).then_some(opt)
 }
 
-fn parse_options<A: AsRef<[u8]>>(command: Command, mut rest: &[A]) -> LockResult<Options> {
+/// An option a command refuses with its own message rather than a syntax
+/// error: KEEPALIVE on SEMAPHORE.ACQUIRE (anonymous permits have nothing to
+/// tie).
+fn refused(command: Command, word: &[u8]) -> Option<LockError> {
+    (command == Command::SemAcquire && word.eq_ignore_ascii_case(b"KEEPALIVE")).then_some(
+        LockError::NotHere(
+            "KEEPALIVE is for leased permits: anonymous permits have nothing to tie (use SEMAPHORE.LEASE)",
+        ),
+    )
+}
+
+pub(crate) fn parse_options<A: AsRef<[u8]>>(
+    command: Command,
+    mut rest: &[A],
+) -> LockResult<Options> {
     let mut o = Options::default();
     while let [name, tail @ ..] = rest {
         let name = name.as_ref();
         let Some(opt) = option_named(command, name) else {
+            if let Some(e) = refused(command, name) {
+                return Err(e);
+            }
             return Err(LockError::Syntax(if command.spec().options.is_empty() {
                 "this command takes no options"
             } else {
@@ -170,10 +198,30 @@ fn parse_options<A: AsRef<[u8]>>(command: Command, mut rest: &[A]) -> LockResult
                 }
                 tail
             }
+            Opt::Mode => {
+                let mode = match name.len() {
+                    4 => RwMode::Read,
+                    _ => RwMode::Write,
+                };
+                if o.mode.replace(mode).is_some() {
+                    return Err(LockError::Syntax("give one mode: READ or WRITE, once"));
+                }
+                tail
+            }
             Opt::Token => {
                 if std::mem::replace(&mut o.token, true) {
                     return Err(LockError::Syntax("TOKEN given more than once"));
                 }
+                tail
+            }
+            Opt::Count => {
+                let [value, tail @ ..] = tail else {
+                    return Err(LockError::Syntax("option without a value"));
+                };
+                if o.count.is_some() {
+                    return Err(LockError::Syntax("COUNT given more than once"));
+                }
+                o.count = Some(parse_count(value.as_ref())?);
                 tail
             }
             Opt::Replicas => {
@@ -212,6 +260,16 @@ fn parse_options<A: AsRef<[u8]>>(command: Command, mut rest: &[A]) -> LockResult
         };
     }
     Ok(o)
+}
+
+/// `COUNT n`: a positive integer.
+pub(crate) fn parse_count(value: &[u8]) -> LockResult<i64> {
+    match parse_i64(value) {
+        Some(n) if n > 0 => Ok(n),
+        _ => Err(LockError::Invalid(
+            "invalid COUNT: must be a positive integer",
+        )),
+    }
 }
 
 fn parse_block(value: &[u8]) -> LockResult<Block> {

@@ -114,7 +114,9 @@ fn lock_shaped<S: LockStore>(lock: &mut S) -> LockResult<bool> {
 fn only_holder<S: LockStore>(lock: &mut S) -> LockResult<(Vec<u8>, i64)> {
     let (owner, value) = lock.only_entry().ok_or(LockError::NotLock)?;
     let holds = parse_positive(&value).ok_or(LockError::NotLock)?;
-    if owner::is_reserved(&owner) {
+    // A field no LOCK.* call could name (`*`, empty, over 1024 bytes) is not
+    // a lock's owner.
+    if owner::is_reserved(&owner) || owner::validate(&owner).is_err() {
         return Err(LockError::NotLock);
     }
     Ok((owner, holds))

@@ -182,6 +182,36 @@ fn the_reserved_owner_never_holds() {
 }
 
 #[test]
+fn a_field_no_owner_could_be_is_not_a_lock() {
+    // An empty field, or one longer than an owner may be, is a hash no
+    // LOCK.* call can name: NOTLOCK for every command, nothing changed.
+    let long = vec![b'x'; crate::owner::MAX_OWNER_LEN + 1];
+    for field in [&b""[..], &long] {
+        let mut db = MemoryDb::new(0);
+        db.put(K, hash(&[(field, b"1")]), None);
+        let before = db.clone();
+        assert_eq!(
+            acquire(&mut db.key(K), b"a", px(5), false),
+            Err(LockError::NotLock)
+        );
+        assert_eq!(
+            rules::release(&mut db.key(K), b"a"),
+            Err(LockError::NotLock)
+        );
+        assert_eq!(
+            rules::renew(&mut db.key(K), b"a", px(5)),
+            Err(LockError::NotLock)
+        );
+        assert_eq!(rules::info(&mut db.key(K)), Err(LockError::NotLock));
+        assert_eq!(
+            rules::force_release(&mut db.key(K)),
+            Err(LockError::NotLock)
+        );
+        assert_eq!(db.value(K), before.value(K));
+    }
+}
+
+#[test]
 fn tokens_grow_from_the_counter_and_the_clock() {
     let mut db = MemoryDb::new(5);
     let claim = |owner: &'static [u8]| Claim {

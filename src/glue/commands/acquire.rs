@@ -3,20 +3,24 @@
 use std::ops::Deref;
 
 use super::call::{self, Call};
+use crate::core::command::KeyAccess;
 use crate::core::request::{self, OwnerSpec};
 use crate::core::rules::{self, Acquired, Claim};
 use crate::core::store::LockStore;
-use crate::core::{Lease, LockResult, owner};
+use crate::core::{LockResult, owner};
 use crate::glue::config;
 use crate::glue::runtime::ffi::{Ctx, OwnedStr, RStr};
 use crate::glue::runtime::reply::{Granted, Reply};
 use crate::glue::scheduler::Job;
 use crate::glue::stats;
-use crate::glue::store::ids::ClientId;
-use crate::glue::store::{LockKey, Mode, QueueKey};
+use crate::glue::store::lifecycle::{self, Event};
+use crate::glue::store::{LockKey, Mode, QueueKey, derived};
 use crate::glue::waiting::acks::Answer;
-use crate::glue::waiting::queues::{self, Waiter};
-use crate::glue::waiting::{handoff, ties};
+use crate::glue::waiting::delivery::Verify;
+use crate::glue::waiting::slot::Wake;
+use crate::glue::waiting::queues::{self, Ask, LockAsk};
+use crate::glue::waiting::ties::{self, Granted as HowGranted, TieKind};
+use crate::glue::waiting::lock;
 
 /// The owner asking: as the client named it, or a fresh UUID for `*`.
 enum Owner<'a> {
@@ -34,15 +38,30 @@ impl Deref for Owner<'_> {
     }
 }
 
+impl Owner<'_> {
+    fn generated(self) -> Option<OwnedStr> {
+        match self {
+            Owner::Generated(uuid) => Some(uuid),
+            Owner::Given(_) => None,
+        }
+    }
+}
+
 pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
     let req = request::parse_acquire(args)?;
     let lease = req.lease.unwrap_or_else(config::default_lease);
     let call = Call::new(ctx);
     let replicas = call.replicas(req.replicas)?;
     let tie_to = call.tie_to(req.keepalive)?;
+    if tie_to.is_some() {
+        config::check_keepalive_lease(lease)?;
+    }
     let key: &RStr = req.key;
+    if req.token {
+        derived::check_token_access(ctx, key, KeyAccess::Update)?;
+    }
     let mut lock = LockKey::open(ctx, key, Mode::Write);
-    let block = req.block.map(|b| b.check(lock.now())).transpose()?;
+    let block = call::check_block(req.block, lock.now())?;
     let owner = match req.owner {
         OwnerSpec::Given(given) => Owner::Given(given),
         OwnerSpec::Generate => Owner::Generated(OwnedStr::new(&owner::generate())),
@@ -58,54 +77,54 @@ pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
         Acquired::Granted { holds, token } => {
             if queued {
                 // A re-entry may have shortened the lease waiters are timed by.
-                handoff::arm(ctx, db, key.as_ref(), lock.ttl());
+                lock::deadline_moved(ctx, db, &mut lock);
             }
-            if holds == 1 {
+            let how = if holds == 1 {
                 stats::ACQUIRED.bump();
+                lifecycle::fire(ctx, Event::LockAcquired, key);
+                HowGranted::Fresh
             } else {
                 stats::REENTERED.bump();
-            }
+                HowGranted::ReEntry
+            };
+            let tie = ties::decide(db, key.as_ref(), owner.as_ref(), TieKind::Lock, how, tie_to, lease);
             let Some(replicas) = replicas else {
-                tie_now(ctx, db, key, holds, tie_to, &owner, lease);
-                let generated = match owner {
-                    Owner::Generated(uuid) => Some(uuid),
-                    Owner::Given(_) => None,
-                };
+                if let Some(change) = tie {
+                    ties::apply(ctx, change);
+                }
                 return Ok(Reply::Granted(Granted {
                     holds,
-                    generated,
+                    generated: owner.generated(),
                     token,
                 }));
             };
             // The reply, and any tie, once the replicas acknowledged the
-            // grant; if they do not in time, the hold it added is taken back.
+            // grant and if it still holds then; if they do not in time, the
+            // hold it added is taken back.
             drop(lock);
             let qk = QueueKey::new(db, key.as_ref());
-            let copy = || OwnedStr::new(owner.as_ref());
-            let tie = match tie_to {
-                Some(client) => ties::Change::Tie(qk.clone(), client, copy(), lease),
-                None if holds > 1 => ties::Change::Retime(qk.clone(), copy(), lease),
-                None => ties::Change::Untie(qk.clone()),
+            let verify = Verify::Lock {
+                key: qk.clone(),
+                owner: OwnedStr::new(owner.as_ref()),
             };
-            let undo = Job::TakeBack(qk.clone(), copy());
-            let answer_owner = copy();
-            let generated = match owner {
-                Owner::Generated(uuid) => Some(uuid),
-                Owner::Given(_) => None,
+            let undo = Job::TakeBack(qk, OwnedStr::new(owner.as_ref()));
+            let answer = Answer {
+                wake: Wake::Reply(Reply::Granted(Granted {
+                    holds,
+                    generated: owner.generated(),
+                    token,
+                })),
+                verify: Some(verify),
+                tie,
+                undo: Some(undo),
             };
-            let granted = Granted {
-                holds,
-                generated,
-                token,
-            };
-            let answer = Answer::Granted(granted, qk, answer_owner);
-            call::await_replicas(ctx, key, answer, tie, replicas, Some(undo))
+            call::await_replicas(ctx, key, answer, replicas)
         }
         Acquired::Busy => match block {
             // Inside MULTI/EXEC or a script the client cannot wait: answer
             // now, as BLPOP does there.
             Some(block) if call.can_block() => {
-                let ttl = lock.ttl();
+                let deadline = lock.deadline();
                 drop(lock);
                 let (owner, generated) = match owner {
                     // The waiter keeps its owner beyond this command.
@@ -114,18 +133,15 @@ pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
                 };
                 let id = queues::next_id();
                 let handle = call::block_queued(ctx, key, id)?;
-                let waiter = Waiter {
-                    id,
-                    handle,
+                let ask = Ask::Lock(LockAsk {
                     owner,
                     generated,
                     lease,
                     token: req.token,
-                    tie_to,
-                    replicas,
-                    timeout: None,
-                };
-                call::enqueue(ctx, db, key, waiter, block, ttl)?;
+                });
+                let waiter = call::waiter(ctx, id, handle, ask, tie_to.is_some(), replicas);
+                call::enqueue(ctx, db, &[key.as_ref()], waiter, block)?;
+                lock::arm(ctx, db, key.as_ref(), deadline);
                 Ok(Reply::Blocked)
             }
             _ => {
@@ -133,32 +149,5 @@ pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
                 Ok(Reply::Nil)
             }
         },
-    }
-}
-
-/// A grant's effect on the lock's tie, at once (no REPLICAS): tied to this
-/// connection with KEEPALIVE; a re-entry without it keeps the tie at the new
-/// lease; a fresh plain grant drops any tie left at the key by a lock that
-/// vanished unseen (DEL, FLUSHALL, a lapsed lease). Without KEEPALIVE and
-/// with nothing tied anywhere, this costs nothing.
-fn tie_now(
-    ctx: Ctx,
-    db: i32,
-    key: &RStr,
-    holds: i64,
-    tie_to: Option<ClientId>,
-    owner: &RStr,
-    lease: Lease,
-) {
-    match tie_to {
-        Some(client) => {
-            let qk = QueueKey::new(db, key.as_ref());
-            ties::tie(ctx, qk, client, OwnedStr::new(owner.as_ref()), lease);
-        }
-        _ if !ties::any() => {}
-        None if holds > 1 => ties::retime(ctx, db, key.as_ref(), owner.as_ref(), lease),
-        None => {
-            ties::untie(db, key.as_ref());
-        }
     }
 }

@@ -16,10 +16,9 @@ use crate::glue::stats;
 use crate::glue::store::ids::{ClientId, WaiterId};
 use crate::glue::store::server;
 use crate::glue::waiting::acks::{self, Answer};
-use crate::glue::waiting::callbacks;
-use crate::glue::waiting::handle::{Blocked, Stage};
+use crate::glue::waiting::handle::Blocked;
+use crate::glue::waiting::slot::Stage;
 use crate::glue::waiting::queues::{self, Waiter};
-use crate::glue::waiting::{handoff, ties};
 
 /// The call being served. The context flags are read once, and only by a
 /// call that needs them (they cost a full GetContextFlags).
@@ -52,9 +51,9 @@ impl Call {
         self.flags() & raw::REDISMODULE_CTX_FLAGS_DENY_BLOCKING == 0
     }
 
-    /// KEEPALIVE: the connection to tie the lock to. A script has none of its
-    /// own (nor have AOF loading and the replication link, which never run
-    /// LOCK.* anyway); MULTI/EXEC ties to the MULTI's connection.
+    /// KEEPALIVE: the connection to tie to. A script has none of its own
+    /// (nor have AOF loading and the replication link, which never run
+    /// these commands anyway); MULTI/EXEC ties to the MULTI's connection.
     pub fn tie_to(&self, keepalive: bool) -> LockResult<Option<ClientId>> {
         if !keepalive {
             return Ok(None);
@@ -67,8 +66,7 @@ impl Call {
                 "KEEPALIVE cannot be used inside a script: a script has no connection of its own",
             ));
         }
-        let id = unsafe { rm!(RedisModule_GetClientId(self.ctx.0)) };
-        Ok(Some(ClientId(id)))
+        Ok(Some(ClientId(self.ctx.client_id())))
     }
 
     /// REPLICAS as given, or from the config; `None` when the call need not
@@ -107,53 +105,64 @@ impl Call {
     }
 }
 
-/// Blocks the calling client as waiter `id` of the queue at `key`.
+/// Blocks the calling client as waiter `id`, on `key`.
 pub fn block_queued(ctx: Ctx, key: &RStr, id: WaiterId) -> LockResult<Blocked> {
     // Foreign writes to queued keys must reach the module from now on.
     events::watch_keyspace(ctx)?;
-    callbacks::block(ctx, key, Stage::Queued(id))
+    Blocked::block(ctx, key, Stage::Queued(id))
 }
 
-/// Parks a blocked waiter at the tail of the queue at `key`: its BLOCK time
-/// runs from now, and the queue is served at the holder's deadline (`ttl`).
-pub fn enqueue(
-    ctx: Ctx,
-    db: i32,
-    key: &RStr,
-    waiter: Waiter,
-    block: Block,
-    ttl: Option<Millis>,
-) -> LockResult<()> {
+/// Parks a blocked waiter at the tail of the queues of `keys`: its BLOCK
+/// time runs from now. Returns the waiter's keys' queue names.
+pub fn enqueue(ctx: Ctx, db: i32, keys: &[&[u8]], waiter: Waiter, block: Block) -> LockResult<()> {
     if waiter.replicas.is_some() {
         // Its grant will wait for acknowledgements.
         events::watch_event_loop(ctx)?;
     }
     let id = waiter.id;
-    queues::push(db, key.as_ref(), waiter);
+    queues::push(db, keys, waiter);
     if let Some(ms) = block.timeout_ms {
-        let job = scheduler::at(ctx, ctx.now().saturating_add(ms), Job::Timeout(id));
-        queues::set_timeout(id, job);
+        let due = ctx.now().saturating_add(ms);
+        let job = scheduler::at(ctx, due, Job::Timeout(id));
+        queues::set_timeout(id, job, due);
     }
     stats::BLOCKED.bump();
-    handoff::arm(ctx, db, key.as_ref(), ttl);
     Ok(())
 }
 
+/// A new waiter as the queues keep it.
+pub fn waiter(
+    ctx: Ctx,
+    id: WaiterId,
+    handle: Blocked,
+    ask: queues::Ask,
+    keepalive: bool,
+    replicas: Option<Replicas>,
+) -> Waiter {
+    Waiter {
+        id,
+        client: handle.client(),
+        handle,
+        ask,
+        keepalive,
+        replicas,
+        since: ctx.now(),
+        timeout: None,
+    }
+}
+
 /// Blocks the calling client until `replicas` acknowledged what it just
-/// wrote; then its `tie` change takes effect and it gets `answer`. `undo`
-/// runs if they do not in time (and the tie is left as it was).
+/// wrote; then (if what it was granted still holds) its tie change takes
+/// effect and it gets its answer. The undo runs if they do not in time.
 pub fn await_replicas(
     ctx: Ctx,
     key: &RStr,
     answer: Answer,
-    tie: ties::Change,
     replicas: Replicas,
-    undo: Option<Job>,
 ) -> LockResult<Reply> {
     events::watch_event_loop(ctx)?;
-    let id = acks::next_id();
-    let handle = callbacks::block(ctx, key, Stage::Acking(id))?;
-    if let Err(too_few) = acks::wait(ctx, id, handle, answer, Some(tie), replicas, undo) {
+    let handle = Blocked::block(ctx, key, Stage::Done)?;
+    if let Err(too_few) = acks::wait(ctx, handle, answer, replicas) {
         // Replicas were counted before the write; they cannot have gone
         // since. Should it happen, undo the call.
         if let Some(undo) = too_few.undo {
@@ -162,4 +171,9 @@ pub fn await_replicas(
         too_few.handle.fail(too_few.error);
     }
     Ok(Reply::Blocked)
+}
+
+/// The absolute end of a BLOCK, checked against overflow.
+pub fn check_block(block: Option<Block>, now: Millis) -> LockResult<Option<Block>> {
+    block.map(|b| b.check(now)).transpose()
 }

@@ -6,8 +6,9 @@ use crate::core::rules;
 use crate::glue::runtime::ffi::{Ctx, RStr};
 use crate::glue::runtime::reply::Reply;
 use crate::glue::stats;
+use crate::glue::store::lifecycle::{self, Event};
 use crate::glue::store::{LockKey, Mode};
-use crate::glue::waiting::handoff;
+use crate::glue::waiting::lock;
 
 pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
     let req = request::parse_key(Command::ForceRelease, args)?;
@@ -15,7 +16,8 @@ pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
     let removed = rules::force_release(&mut lock)?;
     if removed {
         stats::FORCE_RELEASED.bump();
-        handoff::lock_freed(ctx, &mut lock);
+        lifecycle::fire(ctx, Event::LockForced, req.key);
+        lock::lock_freed(ctx, &mut lock);
     }
     Ok(Reply::Int(i64::from(removed)))
 }

@@ -6,8 +6,9 @@ use crate::core::{LockError, LockResult};
 use crate::glue::runtime::ffi::{Ctx, RStr};
 use crate::glue::runtime::reply::Reply;
 use crate::glue::stats;
+use crate::glue::store::lifecycle::{self, Event};
 use crate::glue::store::{LockKey, Mode};
-use crate::glue::waiting::handoff;
+use crate::glue::waiting::lock;
 
 pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
     let req = request::parse_release(args)?;
@@ -16,7 +17,8 @@ pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
         Ok(Released::Held { holds }) => Ok(Reply::Int(holds)),
         Ok(Released::Freed) => {
             stats::RELEASED.bump();
-            handoff::lock_freed(ctx, &mut lock);
+            lifecycle::fire(ctx, Event::LockReleased, req.key);
+            lock::lock_freed(ctx, &mut lock);
             Ok(Reply::Int(0))
         }
         Err(e) => {

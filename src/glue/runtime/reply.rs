@@ -6,21 +6,21 @@ use std::ffi::{CString, c_char, c_int};
 
 use super::ffi::{Ctx, Level, OwnedStr, log_with, raw};
 use super::firewall;
-use crate::core::rules::Holder;
 use crate::core::{LockError, LockResult};
 
 pub enum Reply {
     Int(i64),
     Nil,
-    /// A successful LOCK.ACQUIRE: the hold count, or the generated owner for
+    /// Client data or generated text, as a bulk string.
+    Bulk(Vec<u8>),
+    /// A string Redis already holds.
+    Str(OwnedStr),
+    /// A successful acquisition: the hold count, or the generated owner for
     /// `*`; with TOKEN, `[that, token]`.
     Granted(Granted),
-    /// LOCK.INFO of a held lock.
-    Info {
-        holder: Holder,
-        waiters: usize,
-        keepalive: bool,
-    },
+    /// Fields and values: a map in RESP3, a flat array in RESP2.
+    Map(Vec<(&'static str, Reply)>),
+    Array(Vec<Reply>),
     /// The client is blocked; its reply comes later.
     Blocked,
 }
@@ -37,15 +37,19 @@ pub struct Granted {
 /// Runs a command handler inside the panic firewall and sends its reply.
 pub fn respond(ctx: Ctx, handler: impl FnOnce() -> LockResult<Reply>) -> c_int {
     let outcome = firewall::guard(handler).unwrap_or_else(|panic| Err(LockError::Internal(panic)));
-    // Replying cannot panic on anything a client sends, but it runs in C's
-    // stack too: keep it inside the firewall.
-    if firewall::guard(|| send_outcome(ctx, outcome)).is_err() {
-        log_with(ctx.0, Level::Warning, "lock module: failed to send a reply");
-    }
+    send_guarded(ctx, outcome);
     raw::REDISMODULE_OK as c_int
 }
 
-pub fn send_outcome(ctx: Ctx, outcome: LockResult<Reply>) {
+/// Sends an outcome. Replying cannot panic on anything a client sends, but
+/// it runs in C's stack too: it stays inside the firewall.
+pub fn send_guarded(ctx: Ctx, outcome: LockResult<Reply>) {
+    if firewall::guard(|| send_outcome(ctx, outcome)).is_err() {
+        log_with(ctx.0, Level::Warning, "lock module: failed to send a reply");
+    }
+}
+
+fn send_outcome(ctx: Ctx, outcome: LockResult<Reply>) {
     match outcome {
         Ok(r) => send(ctx, r),
         Err(e) => error(ctx, &e),
@@ -55,45 +59,52 @@ pub fn send_outcome(ctx: Ctx, outcome: LockResult<Reply>) {
 fn send(ctx: Ctx, reply: Reply) {
     match reply {
         Reply::Int(n) => int(ctx, n),
+        // SAFETY: (this and every reply call below) the context of the call
+        // being answered; buffers are valid for the call and copied.
         Reply::Nil => unsafe {
             rm!(RedisModule_ReplyWithNull(ctx.0));
         },
+        Reply::Bulk(bytes) => bulk(ctx, &bytes),
+        // SAFETY: as above; the string outlives the call.
+        Reply::Str(s) => unsafe {
+            rm!(RedisModule_ReplyWithString(ctx.0, s.ptr()));
+        },
         Reply::Granted(g) => {
             if let Some(token) = g.token {
-                unsafe { rm!(RedisModule_ReplyWithArray(ctx.0, 2)) };
+                array(ctx, 2);
                 granted_value(ctx, g.holds, g.generated.as_ref());
                 int(ctx, token);
             } else {
                 granted_value(ctx, g.holds, g.generated.as_ref());
             }
         }
-        Reply::Info {
-            holder,
-            waiters,
-            keepalive,
-        } => {
+        Reply::Map(fields) => {
             // A map in RESP3; Redis flattens it to field/value pairs in RESP2.
-            // New fields are only ever appended.
-            unsafe { rm!(RedisModule_ReplyWithMap(ctx.0, 6)) };
-            bulk(ctx, b"owner");
-            bulk(ctx, &holder.owner);
-            bulk(ctx, b"holds");
-            int(ctx, holder.holds);
-            bulk(ctx, b"ttl");
-            int(ctx, holder.ttl.unwrap_or(-1));
-            bulk(ctx, b"waiters");
-            int(ctx, i64::try_from(waiters).unwrap_or(i64::MAX));
-            bulk(ctx, b"keepalive");
-            int(ctx, i64::from(keepalive));
-            bulk(ctx, b"token");
-            int(ctx, holder.token);
+            // SAFETY: as above.
+            unsafe { rm!(RedisModule_ReplyWithMap(ctx.0, fields.len() as std::ffi::c_long)) };
+            for (name, value) in fields {
+                bulk(ctx, name.as_bytes());
+                send(ctx, value);
+            }
+        }
+        Reply::Array(items) => {
+            array(ctx, items.len());
+            for item in items {
+                send(ctx, item);
+            }
         }
         Reply::Blocked => {}
     }
 }
 
+fn array(ctx: Ctx, len: usize) {
+    // SAFETY: as in `send`.
+    unsafe { rm!(RedisModule_ReplyWithArray(ctx.0, len as std::ffi::c_long)) };
+}
+
 fn granted_value(ctx: Ctx, holds: i64, generated: Option<&OwnedStr>) {
     match generated {
+        // SAFETY: as in `send`.
         Some(owner) => unsafe {
             rm!(RedisModule_ReplyWithString(ctx.0, owner.ptr()));
         },
@@ -102,6 +113,7 @@ fn granted_value(ctx: Ctx, holds: i64, generated: Option<&OwnedStr>) {
 }
 
 fn int(ctx: Ctx, n: i64) {
+    // SAFETY: as in `send`.
     unsafe {
         rm!(RedisModule_ReplyWithLongLong(ctx.0, n));
     }
@@ -115,13 +127,15 @@ pub fn error(ctx: Ctx, e: &LockError) {
         Ok(text) => text,
         Err(_) => CString::new(message.replace('\0', " ")).unwrap_or_default(),
     };
+    // SAFETY: as in `send`; a NUL-terminated message.
     unsafe {
         rm!(RedisModule_ReplyWithError(ctx.0, text.as_ptr()));
     }
 }
 
 /// Client data always goes out as a bulk string (binary-safe).
-pub fn bulk(ctx: Ctx, bytes: &[u8]) {
+fn bulk(ctx: Ctx, bytes: &[u8]) {
+    // SAFETY: as in `send`.
     unsafe {
         rm!(RedisModule_ReplyWithStringBuffer(
             ctx.0,

@@ -37,6 +37,8 @@ pub fn start<T: 'static>(ctx: Ctx, ms: i64, payload: T, f: fn(Ctx, T)) -> Timer<
         })
     }
     let data = Box::into_raw(Box::new((f, payload))) as *mut c_void;
+    // SAFETY: a live context; Redis hands `data` back exactly once, to
+    // `fire::<T>` (or to `stop`), which turns it back into the Box.
     let id = unsafe {
         rm!(RedisModule_CreateTimer(
             ctx.0,
@@ -54,6 +56,7 @@ pub fn start<T: 'static>(ctx: Ctx, ms: i64, payload: T, f: fn(Ctx, T)) -> Timer<
 /// Stops a timer that has not fired, dropping its payload.
 pub fn stop<T: 'static>(ctx: Ctx, timer: Timer<T>) {
     let mut data: *mut c_void = ptr::null_mut();
+    // SAFETY: a timer id we created; Redis gives its payload back in `data`.
     let stopped = unsafe { rm!(RedisModule_StopTimer(ctx.0, timer.id, &mut data)) };
     if stopped == raw::REDISMODULE_OK as std::ffi::c_int && !data.is_null() {
         // SAFETY: the timer was started by `start::<T>` and never fired.

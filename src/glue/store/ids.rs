@@ -10,6 +10,10 @@ pub struct WaiterId(pub u64);
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
 pub struct AckId(pub u64);
 
+/// An answer waiting to be delivered to a blocked client.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
+pub struct PendingId(pub u64);
+
 /// A client connection (`CLIENT ID`).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
 pub struct ClientId(pub u64);
@@ -23,4 +27,11 @@ impl Counter {
         self.0 += 1;
         self.0
     }
+}
+
+/// What a KEEPALIVE tie keeps alive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TieKind {
+    /// A LOCK.* lock, held by the tie's holder (its owner).
+    Lock,
 }

@@ -8,23 +8,22 @@
 //! The lock's fencing-token counter (`redisson_lock_token:{key}`) is a
 //! second key, opened only by a call that reads or issues a token.
 
-use std::ffi::{CStr, c_char, c_int, c_longlong, c_void};
-use std::ptr;
-
-use super::OwnEvent;
 use crate::core::channel::token_key;
 use crate::core::number::parse_i64;
 use crate::core::slot::key_slot;
 use crate::core::store::{LockStore, Shape};
 use crate::core::{LockError, LockResult, Millis};
-use crate::glue::runtime::ffi::{Ctx, OwnedStr, RStr, StaticStr, raw};
-use crate::glue::runtime::firewall;
+use crate::glue::runtime::ffi::{Arg, Ctx, OwnedStr, RStr, StaticStr, raw};
+use crate::glue::runtime::key::{KeyKind, RawKey};
+use crate::glue::store::OwnEvent;
 
 /// The hold count `1`, written by every fresh acquire.
 pub static ONE: StaticStr = StaticStr::empty();
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
+    /// A read-only command (LOCK.INFO): changes nothing, not even a value's
+    /// encoding.
     Read,
     Write,
 }
@@ -33,8 +32,7 @@ pub struct LockKey<'a> {
     ctx: Ctx,
     name: &'a RStr,
     mode: Mode,
-    /// Null when opened for reading and the key does not exist.
-    key: *mut raw::RedisModuleKey,
+    key: RawKey,
     now: Millis,
     /// Something was written: WATCH and client-side caching must hear of it
     /// (and only then: the module opts out of Redis's implicit signal, which
@@ -46,19 +44,19 @@ pub struct LockKey<'a> {
 /// The open token counter.
 struct TokenKey {
     name: OwnedStr,
-    key: *mut raw::RedisModuleKey,
+    /// Open only for writing calls; read-only calls read with GET.
+    key: Option<RawKey>,
     wrote: bool,
 }
 
 impl<'a> LockKey<'a> {
     /// Opens the key (for writing, a logically expired key is deleted here).
     pub fn open(ctx: Ctx, name: &'a RStr, mode: Mode) -> LockKey<'a> {
-        let key = open_raw(ctx, name, mode);
         LockKey {
             ctx,
             name,
             mode,
-            key,
+            key: RawKey::open(ctx, name, mode == Mode::Write),
             now: ctx.now(),
             wrote: false,
             token: None,
@@ -70,18 +68,16 @@ impl<'a> LockKey<'a> {
         self.name
     }
 
+    /// The absolute deadline of the lease (`None`: no expiry, or no lock).
+    pub fn deadline(&self) -> Option<Millis> {
+        self.key.deadline()
+    }
+
     /// Fires the keyspace event the equivalent command would. Marked as our
     /// own, so the module's subscriber does not re-serve queues we serve.
-    fn notify(&self, class: c_int, event: &CStr, key: &RStr) {
+    fn notify(&self, class: i32, event: &std::ffi::CStr, key: &RStr) {
         let _own = OwnEvent::mark();
-        unsafe {
-            rm!(RedisModule_NotifyKeyspaceEvent(
-                self.ctx.0,
-                class,
-                event.as_ptr(),
-                key.ptr()
-            ));
-        }
+        self.ctx.notify(class, event, key);
     }
 
     /// The token counter, opened on first use. In a cluster it must share
@@ -95,14 +91,13 @@ impl<'a> LockKey<'a> {
                 return Err(LockError::TokenCrossSlot);
             }
             let name = OwnedStr::new(&name);
-            let key = open_raw(self.ctx, &name, self.mode);
+            let key = (self.mode == Mode::Write).then(|| RawKey::open(self.ctx, &name, true));
             self.token = Some(TokenKey {
                 name,
                 key,
                 wrote: false,
             });
         }
-        // Set just above.
         self.token
             .as_mut()
             .ok_or_else(|| LockError::Internal("token key not open".into()))
@@ -128,29 +123,15 @@ fn decimal(value: i64, buf: &mut [u8; 20]) -> &[u8] {
     &buf[i..]
 }
 
-fn open_raw(ctx: Ctx, name: &RStr, mode: Mode) -> *mut raw::RedisModuleKey {
-    let flags = match mode {
-        Mode::Read => raw::REDISMODULE_READ,
-        Mode::Write => raw::REDISMODULE_READ | raw::REDISMODULE_WRITE,
-    };
-    unsafe { rm!(RedisModule_OpenKey(ctx.0, name.ptr(), flags as c_int)) }
-}
-
 impl Drop for LockKey<'_> {
     fn drop(&mut self) {
-        if let Some(token) = self.token.take() {
-            if token.wrote {
-                unsafe { rm!(RedisModule_SignalModifiedKey(self.ctx.0, token.name.ptr())) };
-            }
-            if !token.key.is_null() {
-                unsafe { rm!(RedisModule_CloseKey(token.key)) }
-            }
+        if let Some(token) = self.token.take()
+            && token.wrote
+        {
+            self.ctx.signal_modified(&token.name);
         }
         if self.wrote {
-            unsafe { rm!(RedisModule_SignalModifiedKey(self.ctx.0, self.name.ptr())) };
-        }
-        if !self.key.is_null() {
-            unsafe { rm!(RedisModule_CloseKey(self.key)) }
+            self.ctx.signal_modified(self.name);
         }
     }
 }
@@ -164,173 +145,93 @@ impl LockStore for LockKey<'_> {
     }
 
     fn shape(&mut self) -> Shape {
-        if self.key.is_null() {
-            return Shape::Missing;
-        }
-        match unsafe { rm!(RedisModule_KeyType(self.key)) } as isize {
-            raw::REDISMODULE_KEYTYPE_EMPTY => Shape::Missing,
-            raw::REDISMODULE_KEYTYPE_HASH => Shape::Hash {
-                fields: unsafe { rm!(RedisModule_ValueLength(self.key)) },
+        match self.key.kind() {
+            KeyKind::Empty => Shape::Missing,
+            KeyKind::Hash => Shape::Hash {
+                fields: self.key.len(),
             },
             _ => Shape::Other,
         }
     }
 
     fn get(&mut self, field: &RStr) -> Option<OwnedStr> {
-        let mut value: *mut raw::RedisModuleString = ptr::null_mut();
-        unsafe {
-            rm!(RedisModule_HashGet(
-                self.key,
-                raw::REDISMODULE_HASH_NONE as c_int,
-                field.ptr(),
-                &mut value as *mut *mut raw::RedisModuleString,
-                ptr::null_mut::<c_void>()
-            ));
-        }
-        OwnedStr::adopt(value)
+        self.key.hash_get(field)
     }
 
     fn only_entry(&mut self) -> Option<(Vec<u8>, Vec<u8>)> {
-        /// The first entry, and how many the scan saw.
-        type Seen = (Option<(Vec<u8>, Vec<u8>)>, usize);
-        unsafe extern "C" fn collect(
-            _key: *mut raw::RedisModuleKey,
-            field: *mut raw::RedisModuleString,
-            value: *mut raw::RedisModuleString,
-            out: *mut c_void,
-        ) {
-            firewall::callback((), || unsafe {
-                let (first, count) = &mut *(out as *mut Seen);
-                *count += 1;
-                if first.is_none() {
-                    let field = RStr::from_ptr(&field).as_ref().to_vec();
-                    let value = RStr::from_ptr(&value).as_ref().to_vec();
-                    *first = Some((field, value));
-                }
-            })
-        }
-        let mut seen: Seen = (None, 0);
-        unsafe {
-            let cursor = rm!(RedisModule_ScanCursorCreate());
-            while rm!(RedisModule_ScanKey(
-                self.key,
-                cursor,
-                Some(collect),
-                &mut seen as *mut Seen as *mut c_void
-            )) != 0
-            {}
-            rm!(RedisModule_ScanCursorDestroy(cursor));
-        }
-        match seen {
-            (entry, 1) => entry,
-            _ => None,
-        }
+        let mut first = None;
+        let mut count = 0usize;
+        self.key.scan(|field, value| {
+            count += 1;
+            if first.is_none() {
+                first = Some((field.to_vec(), value.to_vec()));
+            }
+            count < 2
+        });
+        first.filter(|_| count == 1)
     }
 
     fn ttl(&mut self) -> Option<Millis> {
-        let ttl = unsafe { rm!(RedisModule_GetExpire(self.key)) };
-        (ttl != raw::REDISMODULE_NO_EXPIRE as i64).then_some(ttl)
+        self.key.deadline().map(|at| at - self.now)
     }
 
     fn set_holds(&mut self, owner: &RStr, holds: i64) {
         self.wrote = true;
         let created;
-        let value = if holds == 1 {
+        let value: &RStr = if holds == 1 {
             ONE.get()
         } else {
             created = OwnedStr::from_i64(holds);
-            created.ptr()
+            &created
         };
-        unsafe {
-            rm!(RedisModule_HashSet(
-                self.key,
-                raw::REDISMODULE_HASH_NONE as c_int,
-                owner.ptr(),
-                value,
-                ptr::null_mut::<c_void>()
-            ));
-            rm!(RedisModule_Replicate(
-                self.ctx.0,
-                c"HSET".as_ptr(),
-                c"ssl".as_ptr(),
-                self.name.ptr(),
-                owner.ptr(),
-                holds as c_longlong
-            ));
-        }
+        self.key.hash_set(owner, value);
+        self.ctx
+            .replicate(c"HSET", &[Arg::Str(self.name), Arg::Str(owner), Arg::Int(holds)]);
         self.notify(raw::REDISMODULE_NOTIFY_HASH, c"hset", self.name);
     }
 
     fn set_deadline(&mut self, deadline: Millis) {
         self.wrote = true;
-        unsafe {
-            rm!(RedisModule_SetAbsExpire(self.key, deadline));
-            rm!(RedisModule_Replicate(
-                self.ctx.0,
-                c"PEXPIREAT".as_ptr(),
-                c"sl".as_ptr(),
-                self.name.ptr(),
-                deadline as c_longlong
-            ));
-        }
+        self.key.set_deadline(deadline);
+        self.ctx
+            .replicate(c"PEXPIREAT", &[Arg::Str(self.name), Arg::Int(deadline)]);
         self.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"expire", self.name);
     }
 
     fn clear_deadline(&mut self) {
         self.wrote = true;
-        unsafe {
-            rm!(RedisModule_SetExpire(
-                self.key,
-                raw::REDISMODULE_NO_EXPIRE as c_longlong
-            ));
-            rm!(RedisModule_Replicate(
-                self.ctx.0,
-                c"PERSIST".as_ptr(),
-                c"s".as_ptr(),
-                self.name.ptr()
-            ));
-        }
+        self.key.persist();
+        self.ctx.replicate(c"PERSIST", &[Arg::Str(self.name)]);
         self.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"persist", self.name);
     }
 
     fn delete(&mut self) {
         self.wrote = true;
-        unsafe {
-            rm!(RedisModule_DeleteKey(self.key));
-            rm!(RedisModule_Replicate(
-                self.ctx.0,
-                c"DEL".as_ptr(),
-                c"s".as_ptr(),
-                self.name.ptr()
-            ));
-        }
+        self.key.delete();
+        self.ctx.replicate(c"DEL", &[Arg::Str(self.name)]);
         self.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"del", self.name);
     }
 
     fn token(&mut self) -> LockResult<i64> {
+        let ctx = self.ctx;
         let token = self.token_key()?;
-        if token.key.is_null() {
-            return Ok(0);
-        }
-        match unsafe { rm!(RedisModule_KeyType(token.key)) } as isize {
-            raw::REDISMODULE_KEYTYPE_EMPTY => Ok(0),
-            raw::REDISMODULE_KEYTYPE_STRING => {
-                let mut len = 0usize;
-                let p = unsafe {
-                    rm!(RedisModule_StringDMA(
-                        token.key,
-                        &mut len,
-                        raw::REDISMODULE_READ as c_int
-                    ))
-                };
-                if p.is_null() {
-                    return Err(LockError::TokenNotInteger);
-                }
-                // SAFETY: DMA gives `len` readable bytes while the key is open.
-                let bytes = unsafe { std::slice::from_raw_parts(p as *const u8, len) };
-                parse_i64(bytes).ok_or(LockError::TokenNotInteger)
-            }
-            _ => Err(LockError::WrongType),
+        match &token.key {
+            // A writing call: read in place (it writes the counter next).
+            Some(key) => match key.kind() {
+                KeyKind::Empty => Ok(0),
+                KeyKind::String => key
+                    .with_string(parse_i64)
+                    .flatten()
+                    .ok_or(LockError::TokenNotInteger),
+                _ => Err(LockError::WrongType),
+            },
+            // A read-only call: GET, which leaves the value's encoding alone
+            // (direct access would turn an `int` into a string of its own).
+            None => match ctx.call_for_bytes(c"GET", &[&token.name]) {
+                Ok(Some(bytes)) => parse_i64(&bytes).ok_or(LockError::TokenNotInteger),
+                Ok(None) => Ok(0),
+                Err(()) => Err(LockError::WrongType),
+            },
         }
     }
 
@@ -340,44 +241,28 @@ impl LockStore for LockKey<'_> {
             // `token()` was called (and succeeded) before any write.
             panic!("set_token before a successful token()");
         };
+        let Some(key) = &token.key else {
+            panic!("set_token on a read-only lock key");
+        };
         token.wrote = true;
         let mut buf = [0u8; 20];
         let digits = decimal(value, &mut buf);
-        unsafe {
-            // The digits are written in place: `token()` read the counter
-            // through DMA, which left it a plain string of its own (a new
-            // counter is created as one, with no TTL, as RFencedLock's).
-            // Unlike replacing the value (setKey), this keeps any TTL
-            // someone gave it, as INCR does, and costs far less.
-            rm!(RedisModule_StringTruncate(token.key, digits.len()));
-            let mut len = 0usize;
-            let p = rm!(RedisModule_StringDMA(
-                token.key,
-                &mut len,
-                raw::REDISMODULE_WRITE as c_int
-            ));
-            assert!(!p.is_null() && len == digits.len(), "counter DMA");
-            std::ptr::copy_nonoverlapping(digits.as_ptr(), p as *mut u8, len);
-            rm!(RedisModule_Replicate(
-                ctx.0,
-                c"SET".as_ptr(),
-                c"sbc".as_ptr(),
-                token.name.ptr(),
-                digits.as_ptr() as *const c_char,
-                digits.len(),
-                c"KEEPTTL".as_ptr() as *const c_char
-            ));
-        }
-        let name: &RStr = &token.name;
+        // The digits are written in place: `token()` read the counter in
+        // place, which left it a plain string of its own (a new counter is
+        // created as one, with no TTL, as RFencedLock's). Unlike replacing
+        // the value, this keeps any TTL someone gave it, as INCR does, and
+        // costs far less.
+        key.write_string(digits);
+        ctx.replicate(
+            c"SET",
+            &[
+                Arg::Str(&token.name),
+                Arg::Bytes(digits),
+                Arg::Word(c"KEEPTTL"),
+            ],
+        );
         let _own = OwnEvent::mark();
-        unsafe {
-            rm!(RedisModule_NotifyKeyspaceEvent(
-                ctx.0,
-                raw::REDISMODULE_NOTIFY_STRING as c_int,
-                c"incrby".as_ptr(),
-                name.ptr()
-            ));
-        }
+        ctx.notify(raw::REDISMODULE_NOTIFY_STRING, c"incrby", &token.name);
     }
 }
 

@@ -10,8 +10,10 @@ mod queue_key;
 
 pub use key::{LockKey, Mode, ONE};
 pub use own_event::{OwnEvent, is_own_event};
-pub use queue_key::{KeyRef, QueueKey};
+pub use queue_key::{Holder, KeyRef, QueueKey};
 
+pub mod derived;
 pub mod ids;
+pub mod lifecycle;
 pub mod notify;
 pub mod server;

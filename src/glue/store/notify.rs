@@ -3,8 +3,8 @@
 //!
 //! Standalone: PUBLISH semantics. `RedisModule_PublishMessage` reaches this
 //! server's subscribers only, so a PUBLISH is also sent down the replication
-//! stream (flag `A`: replicas, not the AOF), as the PUBLISH command does —
-//! when replicas are online (`server::online_replicas`). `RedisModule_Replicate` costs ~3,000
+//! stream (replicas, not the AOF), as the PUBLISH command does — when
+//! replicas are online (`server::online_replicas`). Propagating costs ~3,000
 //! instructions even when nothing is propagated (measured), and a message
 //! nobody can receive need not be sent; pub/sub is fire-and-forget, so this
 //! never affects lock state.
@@ -12,7 +12,7 @@
 
 use super::server;
 use crate::core::channel::{UNLOCK_MESSAGE, unlock_channel};
-use crate::glue::runtime::ffi::{Ctx, OwnedStr, RStr, StaticStr, raw};
+use crate::glue::runtime::ffi::{Arg, Ctx, OwnedStr, RStr, StaticStr};
 
 pub static MESSAGE: StaticStr = StaticStr::empty();
 
@@ -22,23 +22,17 @@ pub fn init() {
 
 pub fn publish_unlock(ctx: Ctx, key: &RStr) {
     let channel = OwnedStr::new(&unlock_channel(key.as_ref()));
-    let message = MESSAGE.get();
+    publish(ctx, &channel, MESSAGE.get());
+}
+
+/// Publishes `message` on `channel` as the PUBLISH command would
+/// (standalone) or as SPUBLISH (cluster).
+pub fn publish(ctx: Ctx, channel: &RStr, message: &RStr) {
     let cluster = server::cluster();
-    unsafe {
-        match raw::RedisModule_PublishMessageShard {
-            Some(shard_publish) if cluster => shard_publish(ctx.0, channel.ptr(), message),
-            _ => rm!(RedisModule_PublishMessage(ctx.0, channel.ptr(), message)),
-        };
-        // In a cluster the message reaches the other nodes over the cluster bus.
-        if cluster || server::online_replicas() == 0 {
-            return;
-        }
-        rm!(RedisModule_Replicate(
-            ctx.0,
-            c"PUBLISH".as_ptr(),
-            c"Ass".as_ptr(),
-            channel.ptr(),
-            message
-        ));
+    ctx.publish(channel, message, cluster);
+    // In a cluster the message reaches the other nodes over the cluster bus.
+    if cluster || server::online_replicas() == 0 {
+        return;
     }
+    ctx.replicate_to_replicas(c"PUBLISH", &[Arg::Str(channel), Arg::Str(message)]);
 }

@@ -9,6 +9,10 @@ use std::rc::Rc;
 
 use hashbrown::Equivalent;
 
+/// Who holds something the module keeps beyond a command (a tie): an
+/// owner's bytes, or a permit's id; shared like the key's.
+pub type Holder = Rc<[u8]>;
+
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct QueueKey {
     pub db: i32,

@@ -3,10 +3,13 @@
 //! cluster mode, which server it is, whether writes are paused, whether this
 //! node still serves a key, and the replication offsets (REPLICAS).
 
-use std::ffi::{CStr, c_int};
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
+use crate::core::slot::key_slot;
 use crate::glue::runtime::ffi::{Ctx, RStr, raw};
+use crate::glue::runtime::key::{KeyKind, RawKey};
+use crate::glue::runtime::hooks::ServerInfo as Info;
 
 static PRIMARY: AtomicBool = AtomicBool::new(true);
 /// Replicas online, counted at load and then followed through replica
@@ -61,72 +64,113 @@ pub fn valkey() -> bool {
 
 /// Clients are paused for writes (CLIENT PAUSE WRITE, failover): no writes
 /// or propagation from timers or events now, or the server dies.
-pub fn writes_paused() -> bool {
-    unsafe { rm!(RedisModule_AvoidReplicaTraffic()) != 0 }
+pub fn writes_paused(ctx: Ctx) -> bool {
+    ctx.writes_paused()
 }
 
-/// Whether this node may write `key` now. Outside a cluster, always. In a
-/// cluster, a slot can leave (resharding, Valkey's atomic migration) while
-/// a queue for one of its keys waits here: the key's deletion by MIGRATE is
-/// not a release, and nothing may be granted here once the slot is gone or
-/// the key has already moved. Redis's own routing check answers that: a
-/// command on a key this node cannot serve fails with EPERM.
+/// Whether this node may write `key` for a deferred job now. Outside a
+/// cluster, always. In a cluster the key's slot may be migrating or gone: a
+/// key deleted by MIGRATE was moved, not released, and nothing may be
+/// written for it where it is no longer served. So: a slot this node owns
+/// is served (while it migrates away, only for keys still here: the server
+/// itself creates no new key in a migrating slot, it sends the client to
+/// the target); a slot this node is importing is served too (its locks
+/// arrived with MIGRATE, its waiters came with ASKING); any other slot is
+/// not served now. "Not now" is never "never": the caller retries while it
+/// has something to do (a migration can be aborted, a slot can come back).
 pub fn serves_key(ctx: Ctx, key: &RStr) -> bool {
     if !cluster() {
         return true;
     }
-    let reply = unsafe {
-        rm!(RedisModule_Call(
-            ctx.0,
-            c"EXISTS".as_ptr(),
-            c"s".as_ptr(),
-            key.ptr()
-        ))
-    };
-    if reply.is_null() {
-        return false;
+    match slot_state(ctx, key_slot(key.as_ref())) {
+        SlotState::Owned => true,
+        SlotState::Importing => true,
+        SlotState::Migrating => RawKey::open(ctx, key, false).kind() != KeyKind::Empty,
+        SlotState::Elsewhere => false,
     }
-    unsafe { rm!(RedisModule_FreeCallReply(reply)) };
-    true
 }
 
-/// An `INFO <section>` snapshot, freed on drop.
-pub struct Info {
-    ctx: Ctx,
-    info: *mut raw::RedisModuleServerInfoData,
+/// This node's relation to a slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotState {
+    Owned,
+    Migrating,
+    Importing,
+    Elsewhere,
 }
 
-impl Info {
-    pub fn section(ctx: Ctx, section: &CStr) -> Option<Info> {
-        let info = unsafe { rm!(RedisModule_GetServerInfo(ctx.0, section.as_ptr())) };
-        (!info.is_null()).then_some(Info { ctx, info })
-    }
+thread_local! {
+    /// This node's slots, read once per scheduler batch (the topology cannot
+    /// change inside one callback): `None` until read.
+    static SLOTS: RefCell<Option<MySlots>> = const { RefCell::new(None) };
+}
 
-    pub fn text(&self, field: &CStr) -> Option<String> {
-        let p = unsafe { rm!(RedisModule_ServerInfoGetFieldC(self.info, field.as_ptr())) };
-        if p.is_null() {
-            return None;
-        }
-        // SAFETY: a NUL-terminated string owned by the snapshot.
-        Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
-    }
+/// The scheduler starts a batch: the slots are read again when next needed.
+pub fn forget_slots() {
+    SLOTS.with(|s| s.borrow_mut().take());
+}
 
-    pub fn number(&self, field: &CStr) -> Option<i64> {
-        let mut err: c_int = 0;
-        let n = unsafe {
-            rm!(RedisModule_ServerInfoGetFieldSigned(
-                self.info,
-                field.as_ptr(),
-                &mut err
-            ))
+fn slot_state(ctx: Ctx, slot: u16) -> SlotState {
+    let known = SLOTS.with(|s| s.borrow().as_ref().map(|m| m.state(slot)));
+    if let Some(state) = known {
+        return state;
+    }
+    let mine = ctx
+        .call_words(c"CLUSTER", c"NODES")
+        .map(|text| MySlots::parse(&String::from_utf8_lossy(&text)))
+        .unwrap_or_default();
+    let state = mine.state(slot);
+    SLOTS.with(|s| *s.borrow_mut() = Some(mine));
+    state
+}
+
+/// The `myself` line of CLUSTER NODES: owned ranges, and the slots being
+/// migrated away or imported.
+#[derive(Default, Debug, PartialEq)]
+struct MySlots {
+    owned: Vec<(u16, u16)>,
+    migrating: Vec<u16>,
+    importing: Vec<u16>,
+}
+
+impl MySlots {
+    fn parse(nodes: &str) -> MySlots {
+        let mut mine = MySlots::default();
+        let Some(line) = nodes.lines().find(|l| {
+            l.split(' ')
+                .nth(2)
+                .is_some_and(|flags| flags.split(',').any(|f| f == "myself"))
+        }) else {
+            return mine;
         };
-        (err == 0).then_some(n)
+        for part in line.split(' ').skip(8) {
+            if let Some(inner) = part.strip_prefix('[').and_then(|p| p.strip_suffix(']')) {
+                if let Some((slot, _)) = inner.split_once("->-") {
+                    mine.migrating.extend(slot.parse::<u16>().ok());
+                } else if let Some((slot, _)) = inner.split_once("-<-") {
+                    mine.importing.extend(slot.parse::<u16>().ok());
+                }
+            } else if let Some((a, b)) = part.split_once('-') {
+                if let (Ok(a), Ok(b)) = (a.parse(), b.parse()) {
+                    mine.owned.push((a, b));
+                }
+            } else if let Ok(n) = part.parse() {
+                mine.owned.push((n, n));
+            }
+        }
+        mine
     }
-}
 
-impl Drop for Info {
-    fn drop(&mut self) {
-        unsafe { rm!(RedisModule_FreeServerInfo(self.ctx.0, self.info)) };
+    fn state(&self, slot: u16) -> SlotState {
+        if self.importing.contains(&slot) {
+            SlotState::Importing
+        } else if !self.owned.iter().any(|&(a, b)| (a..=b).contains(&slot)) {
+            SlotState::Elsewhere
+        } else if self.migrating.contains(&slot) {
+            SlotState::Migrating
+        } else {
+            SlotState::Owned
+        }
     }
 }
 
@@ -186,7 +230,21 @@ pub fn eviction_policy(ctx: Ctx) -> Option<(String, bool)> {
 
 #[cfg(test)]
 mod tests {
-    use super::replica_offset;
+    use super::{MySlots, SlotState, replica_offset};
+
+    #[test]
+    fn cluster_nodes_myself_line() {
+        let nodes = "\
+a1 127.0.0.1:7001@17001 master - 0 0 1 connected 0-100\n\
+b2 127.0.0.1:7000@17000 myself,master - 0 0 2 connected 200 300-400 [300->-a1] [5-<-a1]\n";
+        let mine = MySlots::parse(nodes);
+        assert_eq!(mine.owned, vec![(200, 200), (300, 400)]);
+        assert_eq!(mine.state(200), SlotState::Owned);
+        assert_eq!(mine.state(300), SlotState::Migrating);
+        assert_eq!(mine.state(5), SlotState::Importing);
+        assert_eq!(mine.state(50), SlotState::Elsewhere);
+        assert_eq!(MySlots::parse("").state(1), SlotState::Elsewhere);
+    }
 
     #[test]
     fn replica_lines() {

@@ -9,7 +9,7 @@
 //! goes to the replicas, which answer within a round trip (WAIT does the
 //! same). Later turns read the replicas' acknowledged offsets and answer
 //! each call whose target n of them reached. A call whose time runs out is
-//! undone (`handoff::undo`) and answered NOREPLICAS.
+//! undone (its undo job) and answered NOREPLICAS.
 //!
 //! Nothing is sent to replicas while clients are paused: the wait goes on
 //! (its time runs), the GETACK it is owed goes out on the first turn after
@@ -19,39 +19,39 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-use super::handle::{Blocked, Stage};
+use super::delivery::{self, Verify};
+use super::handle::Blocked;
+use super::slot::{Stage, Wake};
 use super::ties;
 use crate::core::LockError;
 use crate::core::request::Replicas;
-use crate::glue::runtime::ffi::{Ctx, OwnedStr};
-use crate::glue::runtime::reply::Granted;
+use crate::glue::runtime::ffi::{Arg, Ctx};
 use crate::glue::scheduler::{self, Job, JobId};
-use crate::glue::store::QueueKey;
 use crate::glue::store::ids::{AckId, Counter};
 use crate::glue::store::server;
 
-/// What the call answers once acknowledged.
-pub enum Answer {
-    /// A grant, and what to take back if its reply never reaches the client.
-    Granted(Granted, QueueKey, OwnedStr),
-    /// LOCK.RENEW's 1.
-    Int(i64),
+/// What a call answers once acknowledged, and what comes with it.
+pub struct Answer {
+    pub wake: Wake,
+    /// What it was granted, re-checked when the answer is sent.
+    pub verify: Option<Verify>,
+    /// Its tie change, applied only then.
+    pub tie: Option<ties::Change>,
+    /// What undoes the call: `TakeBack` (a fresh grant or a re-entry drops
+    /// the hold it added) or `Restore` (a renewal puts the previous
+    /// deadline back, or no expiry if it had none). Runs if the replicas do
+    /// not acknowledge in time, or the client never hears the answer.
+    pub undo: Option<Job>,
 }
 
 struct Wait {
     handle: Blocked,
     answer: Answer,
-    /// What the call does to the lock's tie, once acknowledged.
-    tie: Option<ties::Change>,
     wanted: i64,
     /// The offset to be acknowledged; set before the server next sleeps.
     target: Option<i64>,
     acked: i64,
     timeout: JobId,
-    /// The job that undoes the call: `TakeBack` (a fresh grant or a
-    /// re-entry drops the hold it added) or `Restore` (a renewal puts the
-    /// previous deadline back, or no expiry if it had none).
-    undo: Option<Job>,
 }
 
 #[derive(Default)]
@@ -88,21 +88,18 @@ pub struct TooFew {
 }
 
 /// Parks a blocked call (its writes made) until `replicas` acknowledge
-/// them. `id` must be the one its handle's stage names.
+/// them.
 pub fn wait(
     ctx: Ctx,
-    id: AckId,
     handle: Blocked,
     answer: Answer,
-    tie: Option<ties::Change>,
     replicas: Replicas,
-    undo: Option<Job>,
 ) -> Result<(), TooFew> {
     let online = server::online_replicas();
     if online < replicas.count {
         return Err(TooFew {
             handle,
-            undo,
+            undo: answer.undo,
             error: LockError::NoReplicas {
                 wanted: replicas.count,
                 acked: online,
@@ -110,6 +107,7 @@ pub fn wait(
             },
         });
     }
+    let id = next_id();
     handle.set_stage(Stage::Acking(id));
     let timeout = scheduler::at(
         ctx,
@@ -122,12 +120,10 @@ pub fn wait(
             Wait {
                 handle,
                 answer,
-                tie,
                 wanted: replicas.count,
                 target: None,
                 acked: 0,
                 timeout,
-                undo,
             },
         )
     });
@@ -148,7 +144,7 @@ pub fn leave(id: AckId) -> Option<Left> {
     scheduler::cancel(wait.timeout);
     Some(Left {
         handle: wait.handle,
-        undo: wait.undo,
+        undo: wait.answer.undo,
         error: LockError::NoReplicas {
             wanted: wait.wanted,
             acked: wait.acked,
@@ -164,8 +160,12 @@ pub fn drain() -> Vec<Left> {
 }
 
 /// Once per event-loop turn, before the server sleeps: give new waits
-/// their target, ask the replicas for their offsets, answer the calls
-/// whose writes enough replicas acknowledged.
+/// their target, ask the replicas for their offsets, and answer the calls
+/// whose writes enough replicas acknowledged (through `delivery`, which
+/// re-checks what they were granted). They are sent from here, not from a
+/// job: a timer made now would wait for the poll the server has already
+/// timed (up to 1/hz). On Redis 7.0 this hook runs right before the server
+/// finishes unblocking clients, so nothing can come between.
 pub fn before_sleep(ctx: Ctx) {
     if with(|a| a.waits.is_empty()) {
         return;
@@ -173,7 +173,7 @@ pub fn before_sleep(ctx: Ctx) {
     let Some(repl) = server::replication(ctx) else {
         return;
     };
-    let paused = server::writes_paused();
+    let paused = server::writes_paused(ctx);
     let mut ask = false;
     let done: Vec<Wait> = with(|a| {
         let mut done = Vec::new();
@@ -199,25 +199,20 @@ pub fn before_sleep(ctx: Ctx) {
         owed && !paused
     });
     if ask {
-        // Not into the AOF (`A`): only replicas act on it.
-        unsafe {
-            rm!(RedisModule_Replicate(
-                ctx.0,
-                c"REPLCONF".as_ptr(),
-                c"ccA".as_ptr(),
-                c"GETACK".as_ptr(),
-                c"*".as_ptr()
-            ));
-        }
+        // Not into the AOF: only replicas act on it.
+        ctx.replicate_to_replicas(c"REPLCONF", &[Arg::Word(c"GETACK"), Arg::Word(c"*")]);
     }
     for w in done {
         scheduler::cancel(w.timeout);
-        if let Some(change) = w.tie {
-            ties::apply(ctx, change);
-        }
-        match w.answer {
-            Answer::Granted(g, qk, owner) => w.handle.grant(g, (qk, owner)),
-            Answer::Int(n) => w.handle.answer_int(n),
-        }
+        let Answer {
+            wake,
+            verify,
+            tie,
+            undo,
+        } = w.answer;
+        let refusal = Wake::Failed(LockError::NoReplicasLost);
+        w.handle
+            .deliver(wake, verify.map(|v| (v, refusal)), tie, undo);
     }
+    delivery::flush(ctx);
 }

@@ -1,128 +1,72 @@
-//! The callbacks Redis makes for a blocked client, each behind the panic
-//! firewall. What they do depends on the client's `Stage`:
+//! What the module does when Redis calls back for a blocked client
+//! (`runtime::blocked` makes the calls, behind the panic firewall). It
+//! depends on the client's `Stage`:
 //!
-//! - timeout: the module unblocked the client (`Blocked::finish`): send the
-//!   answer it left in the slot. Otherwise `CLIENT UNBLOCK ... TIMEOUT`: the
-//!   client leaves its queue (nil) or its wait for replicas (the call is
-//!   undone: NOREPLICAS).
+//! - timeout: the module unblocked the client (`Stage::Answer`): send the
+//!   answer. Otherwise `CLIENT UNBLOCK ... TIMEOUT`: the client leaves its
+//!   queue (nil), its wait for replicas (the call is undone: NOREPLICAS) or
+//!   the delivery list (a grant it has not heard of is taken back).
 //! - disconnect: the client closed, was killed, got `CLIENT UNBLOCK ...
 //!   ERROR`, a cluster redirect or a role-change error: it leaves for good;
-//!   a grant still waiting for replicas is taken back.
+//!   what it was granted and not told of is taken back.
 //! - free: the last word. A grant whose client was gone before its reply
-//!   went out is taken back, so the lock moves on.
-//! - reply: a key this client waits on was signalled ready by something
-//!   else: decline (the module hands locks over itself).
+//!   went out is taken back, so the lock moves on; one whose reply was
+//!   written to a connection that is still open stands.
 //!
 //! Callbacks may not write (some run inside other commands or while the
-//! server frees a client): taking a grant back is a `TakeBack` job.
+//! server frees a client): taking something back is a job.
 
-use std::ffi::{c_int, c_void};
-
-use super::acks;
-use super::handle::{Blocked, Callbacks, Stage, Wake, WakeSlot};
-use super::queues;
-use crate::core::{LockError, LockResult};
-use crate::glue::runtime::ffi::{Ctx, RStr, raw};
-use crate::glue::runtime::firewall;
+use super::slot::{Stage, Wake, WakeSlot};
+use super::{acks, delivery, queues};
+use crate::core::LockError;
+use crate::glue::runtime::blocked::BlockedData;
+use crate::glue::runtime::ffi::Ctx;
 use crate::glue::runtime::reply::{self, Reply};
 use crate::glue::scheduler::{self, Job};
 use crate::glue::stats;
-use crate::glue::store::ids::{AckId, WaiterId};
+use crate::glue::store::QueueKey;
+use crate::glue::store::ids::{AckId, PendingId, WaiterId};
 
-pub const CALLBACKS: Callbacks = Callbacks {
-    reply: key_ready,
-    timeout: answer,
-    free: freed,
-    disconnect: disconnected,
-};
-
-/// Blocks the client running `ctx` on `key`, in `stage`.
-pub fn block(ctx: Ctx, key: &RStr, stage: Stage) -> LockResult<Blocked> {
-    Blocked::block(ctx, key, stage, &CALLBACKS)
-}
-
-fn slot_of<'a>(ctx: Ctx) -> Option<&'a WakeSlot> {
-    let data = unsafe { rm!(RedisModule_GetBlockedClientPrivateData(ctx.0)) };
-    // SAFETY: every client is blocked with a WakeSlot, freed only in `freed`,
-    // after the last callback that can see it.
-    unsafe { (data as *const WakeSlot).as_ref() }
-}
-
-unsafe extern "C" fn key_ready(
-    _ctx: *mut raw::RedisModuleCtx,
-    _argv: *mut *mut raw::RedisModuleString,
-    _argc: c_int,
-) -> c_int {
-    let declined = raw::REDISMODULE_ERR as c_int;
-    firewall::callback(declined, || declined)
-}
-
-/// A queued waiter the server unblocked itself leaves its queue (its
-/// handle abandoned: the server answers it). False if it was not queued.
-fn leave_queue(id: WaiterId) -> bool {
-    let Some((waiter, jobs)) = queues::remove(id) else {
-        return false;
-    };
-    for job in jobs.into_iter().chain(waiter.timeout) {
-        scheduler::cancel(job);
-    }
-    waiter.handle.abandon();
-    true
-}
-
-/// A call waiting for replicas that the server unblocked itself: its effect
-/// is undone (from a job) and the error it would get is returned.
-fn leave_acks(ctx: Ctx, id: AckId) -> Option<LockError> {
-    let left = acks::leave(id)?;
-    left.handle.abandon();
-    undo_later(ctx, left.undo);
-    Some(left.error)
-}
-
-unsafe extern "C" fn answer(
-    ctx: *mut raw::RedisModuleCtx,
-    _argv: *mut *mut raw::RedisModuleString,
-    _argc: c_int,
-) -> c_int {
-    let ctx = Ctx(ctx);
-    reply::respond(ctx, || {
-        let Some(slot) = slot_of(ctx) else {
-            return Ok(Reply::Nil);
-        };
+impl BlockedData for WakeSlot {
+    fn timeout(ctx: Ctx, slot: &WakeSlot) {
         let stage = slot.stage.replace(Stage::Done);
-        Ok(match stage {
-            Stage::Answer(Wake::Nil) => Reply::Nil,
-            Stage::Answer(Wake::Granted(g)) => Reply::Granted(g),
-            Stage::Answer(Wake::Int(n)) => Reply::Int(n),
-            Stage::Answer(Wake::Failed(e)) => return Err(e),
+        let outcome = match stage {
+            Stage::Answer(wake, undo) => {
+                if let (Wake::Reply(_), Some(undo)) = (&wake, undo) {
+                    slot.stage.replace(Stage::Answered(Some(undo)));
+                }
+                wake_outcome(wake)
+            }
             // CLIENT UNBLOCK ... TIMEOUT: as if its time ran out.
             Stage::Queued(id) => {
-                if leave_queue(id) {
+                if leave_queue(ctx, id) {
                     stats::TIMED_OUT.bump();
                 }
-                Reply::Nil
+                Ok(Reply::Nil)
             }
             Stage::Acking(id) => match leave_acks(ctx, id) {
-                Some(error) => return Err(error),
-                None => Reply::Nil,
+                Some(error) => Err(error),
+                None => Ok(Reply::Nil),
             },
-            // Answered already: nothing more to say (never expected).
-            Stage::Done => Reply::Blocked,
-        })
-    })
-}
+            Stage::Pending(id) => match leave_delivery(ctx, id) {
+                Some(wake) => wake_outcome(wake),
+                None => Ok(Reply::Nil),
+            },
+            // Answered already: nothing more to say.
+            stage @ (Stage::Answered(_) | Stage::Done) => {
+                slot.stage.replace(stage);
+                return;
+            }
+        };
+        reply::send_guarded(ctx, outcome);
+    }
 
-unsafe extern "C" fn disconnected(
-    ctx: *mut raw::RedisModuleCtx,
-    _bc: *mut raw::RedisModuleBlockedClient,
-) {
-    let ctx = Ctx(ctx);
-    firewall::callback((), || {
-        let Some(slot) = slot_of(ctx) else { return };
+    fn disconnected(ctx: Ctx, slot: &WakeSlot) {
         let stage = slot.stage.replace(Stage::Done);
         let left = match stage {
-            Stage::Queued(id) => leave_queue(id),
+            Stage::Queued(id) => leave_queue(ctx, id),
             Stage::Acking(id) => leave_acks(ctx, id).is_some(),
+            Stage::Pending(id) => leave_delivery(ctx, id).is_some(),
             other => {
                 slot.stage.replace(other);
                 false
@@ -131,28 +75,75 @@ unsafe extern "C" fn disconnected(
         if left {
             stats::DISCONNECTED.bump();
         }
-    })
-}
-
-unsafe extern "C" fn freed(ctx: *mut raw::RedisModuleCtx, data: *mut c_void) {
-    if data.is_null() {
-        return;
     }
-    // SAFETY: the WakeSlot `Blocked::block` gave Redis; freed only here.
-    let slot = unsafe { Box::from_raw(data as *mut WakeSlot) };
-    let ctx = Ctx(ctx);
-    firewall::callback((), move || {
-        let gone = unsafe { rm!(RedisModule_BlockedClientDisconnected(ctx.0)) } != 0;
-        if let (true, Some((qk, owner))) = (gone, slot.undo.take()) {
-            stats::UNDELIVERED.bump();
-            scheduler::soon(ctx, Job::TakeBack(qk, owner));
+
+    fn freed(ctx: Ctx, slot: Box<WakeSlot>, client_gone: bool) {
+        if !client_gone {
+            return;
         }
-    })
+        let undo = match slot.stage.into_inner() {
+            // Written to a client that is still connected: Redis 7.0 reports
+            // a client it unblocked twice (a CLIENT UNBLOCK right after the
+            // module's) as gone. The client was told: the grant stands.
+            Stage::Answered(undo) if !ctx.client_exists(slot.client.0) => undo,
+            // Never written: the client went first.
+            Stage::Answer(Wake::Reply(_), undo) => undo,
+            _ => None,
+        };
+        if let Some(undo) = undo {
+            stats::UNDELIVERED.bump();
+            scheduler::soon(ctx, undo);
+        }
+    }
 }
 
-/// The call's effect is undone from a job: callbacks may not write.
-fn undo_later(ctx: Ctx, undo: Option<Job>) {
-    if let Some(undo) = undo {
+fn wake_outcome(wake: Wake) -> Result<Reply, LockError> {
+    match wake {
+        Wake::Nil => Ok(Reply::Nil),
+        Wake::Reply(r) => Ok(r),
+        Wake::Failed(e) => Err(e),
+    }
+}
+
+/// A queued waiter the server unblocked itself leaves its queue (its handle
+/// abandoned: the server answers it). False if it was not queued.
+fn leave_queue(ctx: Ctx, id: WaiterId) -> bool {
+    let Some((waiter, jobs, headed)) = queues::remove(id) else {
+        return false;
+    };
+    for job in jobs.into_iter().chain(waiter.timeout.map(|(job, _)| job)) {
+        scheduler::cancel(job);
+    }
+    waiter.handle.abandon();
+    serve_soon(ctx, headed);
+    true
+}
+
+/// The queues a leaving head held back are looked at again.
+pub fn serve_soon(ctx: Ctx, keys: Vec<QueueKey>) {
+    for qk in keys {
+        scheduler::soon(ctx, Job::Serve(qk));
+    }
+}
+
+/// A call waiting for replicas that the server unblocked itself: its effect
+/// is undone (from a job) and the error it would get is returned.
+fn leave_acks(ctx: Ctx, id: AckId) -> Option<LockError> {
+    let left = acks::leave(id)?;
+    left.handle.abandon();
+    if let Some(undo) = left.undo {
         scheduler::soon(ctx, undo);
     }
+    Some(left.error)
+}
+
+/// A client whose answer was pending: it gets what it would have (a grant
+/// becomes its refusal), and a grant it never heard of is taken back.
+fn leave_delivery(ctx: Ctx, id: PendingId) -> Option<Wake> {
+    let left = delivery::leave(id)?;
+    if let Some(undo) = left.undo {
+        stats::UNDELIVERED.bump();
+        scheduler::soon(ctx, undo);
+    }
+    Some(left.wake)
 }

@@ -4,13 +4,19 @@
 //! - `queues`: the FIFO queue per lock, where each waiter stands.
 //! - `ties`: KEEPALIVE, locks tied to a connection.
 //! - `acks`: REPLICAS, calls waiting for replica acknowledgements.
+//! - `delivery`: every answer to a blocked client, re-checked and sent
+//!   from a job.
 //! - `callbacks`: what Redis calls for a blocked client.
-//! - `handoff`: serving a queue when its lock stops being held (on top of
-//!   the others).
+//! - `lock`: serving a lock's queue when it stops being held, and the
+//!   lock's deferred work (take-backs, tied renewals and releases).
+//! - `serve`: what a queue or a tie falls due for, by primitive.
 
 pub mod acks;
 pub mod callbacks;
+pub mod delivery;
 pub mod handle;
-pub mod handoff;
+pub mod lock;
+pub mod serve;
 pub mod queues;
+pub mod slot;
 pub mod ties;

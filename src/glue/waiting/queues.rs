@@ -1,78 +1,124 @@
-//! The queues: one FIFO `WaitQueue` of `Waiter`s per lock (database, key),
-//! and where each waiter stands, so a waiter can leave from anywhere (its
-//! BLOCK time ran out, it disconnected) in O(log n).
+//! The queues: every client waiting in the server (any primitive, any
+//! command), one FIFO per key, and one arrival order across all keys.
+//!
+//! A waiter stands in the queue of each key it waits for (one, or several
+//! for LOCK.MACQUIRE) under a single ticket from one global counter, so
+//! "who came first" means the same on every key: a multi-key waiter is
+//! never overtaken on any of its keys by a later waiter, and the earliest
+//! waiter of all heads every one of its queues (no deadlock).
 //!
 //! Touched only in short closures that never call into Redis, so a callback
 //! Redis makes while the module is inside a Redis call can always borrow it.
 
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use hashbrown::HashMap;
 
 use super::handle::Blocked;
-use crate::core::Lease;
-use crate::core::queue::{Ticket, WaitQueue};
+use crate::core::Millis;
 use crate::core::request::Replicas;
-use crate::core::rules::Claim;
-use crate::core::serve::Waiting;
-use crate::glue::runtime::ffi::{OwnedStr, RStr};
+use crate::glue::runtime::ffi::OwnedStr;
 use crate::glue::scheduler::JobId;
 use crate::glue::store::ids::{ClientId, Counter, WaiterId};
 use crate::glue::store::{KeyRef, QueueKey};
 
-/// A client parked in a queue, and what it asked for.
-pub struct Waiter {
-    pub id: WaiterId,
-    pub handle: Blocked,
-    /// Copied out of the command's arguments: it outlives the command.
+/// What a waiter asks for: the primitive's request, owned (it outlives the
+/// command).
+pub enum Ask {
+    /// LOCK.ACQUIRE ... BLOCK.
+    Lock(LockAsk),
+}
+
+/// A lock request (LOCK.ACQUIRE).
+pub struct LockAsk {
     pub owner: OwnedStr,
     /// `*`: reply with the owner instead of the hold count.
     pub generated: bool,
-    pub lease: Lease,
+    pub lease: crate::core::Lease,
     pub token: bool,
-    /// KEEPALIVE: tie the lock to this connection (the waiter's) when granted.
-    pub tie_to: Option<ClientId>,
-    /// REPLICAS: the grant is answered once acknowledged.
-    pub replicas: Option<Replicas>,
-    /// Its BLOCK timeout, if it has one.
-    pub timeout: Option<JobId>,
 }
 
-impl Waiting<RStr> for Waiter {
-    fn claim(&self) -> Claim<'_, RStr> {
-        Claim {
-            owner: &self.owner,
-            lease: self.lease,
-            token: self.token,
+/// The primitives that queue waiters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    Lock,
+}
+
+impl Ask {
+    pub fn family(&self) -> Family {
+        match self {
+            Ask::Lock(_) => Family::Lock,
+        }
+    }
+
+    /// The owner the request names, if it has one (LOCK.WAITERS).
+    pub fn owner(&self) -> Option<&[u8]> {
+        match self {
+            Ask::Lock(a) => (!a.generated).then_some(a.owner.as_ref()),
+        }
+    }
+
+    /// What it waits for, as LOCK.WAITERS shows it.
+    pub fn describe(&self) -> String {
+        match self {
+            Ask::Lock(_) => "lock".into(),
         }
     }
 }
 
+/// A client parked in one or more queues, and what it asked for.
+pub struct Waiter {
+    pub id: WaiterId,
+    pub handle: Blocked,
+    /// Its connection (LOCK.WAITERS; KEEPALIVE ties to it when asked).
+    pub client: ClientId,
+    pub ask: Ask,
+    /// KEEPALIVE: tie what it is granted to its connection.
+    pub keepalive: bool,
+    /// REPLICAS: the grant is answered once acknowledged.
+    pub replicas: Option<Replicas>,
+    /// When it was queued (server clock).
+    pub since: Millis,
+    /// Its BLOCK timeout job and when it falls due, if it has one.
+    pub timeout: Option<(JobId, Millis)>,
+}
+
+/// One key's queue.
 #[derive(Default)]
 pub struct KeyQueue {
-    pub queue: WaitQueue<Waiter>,
+    /// Waiters by ticket (the global arrival order).
+    order: BTreeMap<u64, WaiterId>,
     /// The hand-on at the holder's lease deadline.
     pub hand_on: Option<JobId>,
     /// A `Serve` already scheduled (foreign writes come in bursts).
     pub serve: Option<JobId>,
 }
 
+/// A waiter and where it stands.
+struct Standing {
+    waiter: Waiter,
+    ticket: u64,
+    keys: Vec<QueueKey>,
+}
+
 #[derive(Default)]
 struct Registry {
     ids: Counter,
+    tickets: u64,
+    waiters: HashMap<WaiterId, Standing>,
     /// Keys are shared with every `QueueKey` of the queue.
     queues: HashMap<QueueKey, KeyQueue>,
-    places: HashMap<WaiterId, (QueueKey, Ticket)>,
 }
 
 thread_local! {
     static REGISTRY: RefCell<Registry> = RefCell::new(Registry::default());
 }
 
-/// How many clients wait, in all queues: every LOCK.* call asks whether
-/// anyone waits for its key, and almost always nobody does anywhere. A
-/// static answers that without a thread-local lookup.
+/// How many clients wait, in all queues: every call asks whether anyone
+/// waits for its key, and almost always nobody does anywhere. A static
+/// answers that without a thread-local lookup.
 static WAITING: AtomicUsize = AtomicUsize::new(0);
 
 fn with<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
@@ -80,35 +126,48 @@ fn with<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
 }
 
 impl Registry {
-    fn queue_mut(&mut self, db: i32, name: &[u8]) -> Option<&mut KeyQueue> {
-        self.queues.get_mut(&KeyRef { db, name })
+    /// Takes `id` out of its queues' order (the queues stay, even empty:
+    /// `settle` drops those left empty).
+    fn unlink(&mut self, id: WaiterId) -> Option<Standing> {
+        let standing = self.waiters.remove(&id)?;
+        for qk in &standing.keys {
+            if let Some(q) = self.queues.get_mut(qk) {
+                q.order.remove(&standing.ticket);
+            }
+        }
+        WAITING.fetch_sub(1, Ordering::Relaxed);
+        Some(standing)
     }
 
-    /// Drops the queue at `qk` if it is empty; returns its jobs to cancel.
-    fn drop_if_empty(&mut self, qk: &QueueKey) -> Vec<JobId> {
-        if !self.queues.get(qk).is_some_and(|q| q.queue.is_empty()) {
-            return Vec::new();
+    fn link(&mut self, standing: Standing) {
+        for qk in &standing.keys {
+            let q = match self.queues.get_mut(qk) {
+                Some(q) => q,
+                None => self.queues.entry(qk.clone()).or_default(),
+            };
+            q.order.insert(standing.ticket, standing.waiter.id);
         }
-        let jobs = self
-            .queues
-            .remove(qk)
-            .map(|q| q.hand_on.into_iter().chain(q.serve).collect())
-            .unwrap_or_default();
+        WAITING.fetch_add(1, Ordering::Relaxed);
+        self.waiters.insert(standing.waiter.id, standing);
+    }
+
+    /// Drops the queues of `keys` that are empty; returns their jobs.
+    fn settle(&mut self, keys: &[QueueKey]) -> Vec<JobId> {
+        let mut jobs = Vec::new();
+        for qk in keys {
+            if self.queues.get(qk).is_some_and(|q| q.order.is_empty()) {
+                if let Some(q) = self.queues.remove(qk) {
+                    jobs.extend(q.hand_on.into_iter().chain(q.serve));
+                }
+            }
+        }
         if self.queues.is_empty() {
             // Give the memory of past bursts back.
             self.queues = HashMap::new();
-            self.places = HashMap::new();
+            self.waiters = HashMap::new();
         }
         jobs
     }
-}
-
-/// The `QueueKey` of the queue at `key`, if there is one.
-pub fn queue_key(db: i32, key: &[u8]) -> Option<QueueKey> {
-    with(|r| {
-        let (qk, _) = r.queues.get_key_value(&KeyRef { db, name: key })?;
-        Some(qk.clone())
-    })
 }
 
 pub fn next_id() -> WaiterId {
@@ -120,17 +179,32 @@ pub fn any() -> bool {
     WAITING.load(Ordering::Relaxed) != 0
 }
 
-/// How many clients wait for the lock at `key`.
+/// How many clients wait for `key`.
 pub fn len(db: i32, key: &[u8]) -> usize {
-    if WAITING.load(Ordering::Relaxed) == 0 {
+    if !any() {
         return 0;
     }
-    with(|r| r.queue_mut(db, key).map_or(0, |q| q.queue.len()))
+    with(|r| {
+        r.queues
+            .get(&KeyRef { db, name: key })
+            .map_or(0, |q| q.order.len())
+    })
+}
+
+/// The `QueueKey` of the queue at `key`, if there is one.
+pub fn queue_key(db: i32, key: &[u8]) -> Option<QueueKey> {
+    if !any() {
+        return None;
+    }
+    with(|r| {
+        let (qk, _) = r.queues.get_key_value(&KeyRef { db, name: key })?;
+        Some(qk.clone())
+    })
 }
 
 /// Every waiter, and the number of keys they wait for (INFO).
 pub fn totals() -> (usize, usize) {
-    with(|r| (r.places.len(), r.queues.len()))
+    with(|r| (r.waiters.len(), r.queues.len()))
 }
 
 /// Queues in `db` (all dbs if `None`): what a flush may have freed.
@@ -144,100 +218,182 @@ pub fn keys(db: Option<i32>) -> Vec<QueueKey> {
     })
 }
 
-/// Parks a waiter at the tail of the key's queue.
-pub fn push(db: i32, key: &[u8], waiter: Waiter) -> QueueKey {
+/// Parks a waiter at the tail of the queue of each of `keys` (one ticket
+/// for all). The keys are the names it waits for, in `db`.
+pub fn push(db: i32, keys: &[&[u8]], waiter: Waiter) -> Vec<QueueKey> {
     with(|r| {
-        let id = waiter.id;
-        let (qk, ticket) = match r.queues.get_key_value_mut(&KeyRef { db, name: key }) {
-            Some((qk, q)) => (qk.clone(), q.queue.push(waiter)),
-            None => {
-                let qk = QueueKey::new(db, key);
-                let mut q = KeyQueue::default();
-                let ticket = q.queue.push(waiter);
-                r.queues.insert(qk.clone(), q);
-                (qk, ticket)
-            }
-        };
-        r.places.insert(id, (qk.clone(), ticket));
-        WAITING.fetch_add(1, Ordering::Relaxed);
-        qk
+        r.tickets += 1;
+        let ticket = r.tickets;
+        let keys: Vec<QueueKey> = keys
+            .iter()
+            .map(|&name| match r.queues.get_key_value(&KeyRef { db, name }) {
+                Some((qk, _)) => qk.clone(),
+                None => QueueKey::new(db, name),
+            })
+            .collect();
+        r.link(Standing {
+            waiter,
+            ticket,
+            keys: keys.clone(),
+        });
+        keys
     })
 }
 
 /// Sets a waiter's timeout job (scheduled once it is queued).
-pub fn set_timeout(id: WaiterId, job: JobId) {
+pub fn set_timeout(id: WaiterId, job: JobId, due: Millis) {
     with(|r| {
-        let Some((qk, ticket)) = r.places.get(&id) else {
-            return;
-        };
-        let ticket = *ticket;
-        let qk = qk.clone();
-        if let Some(w) = r.queues.get_mut(&qk).and_then(|q| q.queue.get_mut(ticket)) {
-            w.timeout = Some(job);
+        if let Some(s) = r.waiters.get_mut(&id) {
+            s.waiter.timeout = Some((job, due));
         }
     })
 }
 
-/// Takes a waiter out wherever it stands. Returns it and the jobs of its
-/// queue to cancel if the queue is now empty.
-pub fn remove(id: WaiterId) -> Option<(Waiter, Vec<JobId>)> {
-    with(|r| {
-        let (qk, ticket) = r.places.remove(&id)?;
-        let waiter = r.queues.get_mut(&qk)?.queue.remove(ticket)?;
-        WAITING.fetch_sub(1, Ordering::Relaxed);
-        let jobs = r.drop_if_empty(&qk);
-        Some((waiter, jobs))
-    })
-}
-
-/// Takes a key's whole queue out to be served (`put_back` returns it).
-/// While it is out, the key looks unqueued to nested callbacks, which is
-/// right: it is being served.
-pub fn take(db: i32, key: &[u8]) -> Option<(QueueKey, WaitQueue<Waiter>)> {
-    if WAITING.load(Ordering::Relaxed) == 0 {
+/// The head of the queue at `key`: its id, its ticket and every key it
+/// waits for.
+pub fn front(db: i32, key: &[u8]) -> Option<(WaiterId, u64, Vec<QueueKey>)> {
+    if !any() {
         return None;
     }
     with(|r| {
-        let (qk, q) = r.queues.get_key_value_mut(&KeyRef { db, name: key })?;
-        Some((qk.clone(), q.queue.detach()))
+        let q = r.queues.get(&KeyRef { db, name: key })?;
+        let (&ticket, &id) = q.order.first_key_value()?;
+        let keys = r.waiters.get(&id)?.keys.clone();
+        Some((id, ticket, keys))
     })
 }
 
-/// Puts a served queue back. The waiters served from it (granted or
-/// failed) have left: `left` forgets where they stood. Returns the jobs to
-/// cancel if the queue is now empty (then it is gone).
-pub fn put_back(qk: &QueueKey, queue: WaitQueue<Waiter>, left: &[WaiterId]) -> Option<Vec<JobId>> {
+/// The primitive the head of the queue at `qk` waits for.
+pub fn family(qk: &QueueKey) -> Option<Family> {
     with(|r| {
-        for id in left {
-            if r.places.remove(id).is_some() {
-                WAITING.fetch_sub(1, Ordering::Relaxed);
-            }
-        }
-        let q = r.queues.get_mut(qk)?;
-        q.queue.attach(queue);
-        let empty = q.queue.is_empty();
-        empty.then(|| r.drop_if_empty(qk))
+        let q = r.queues.get(qk)?;
+        let (_, id) = q.order.first_key_value()?;
+        Some(r.waiters.get(id)?.waiter.ask.family())
+    })
+}
+
+/// Whether the waiter with `ticket` heads the queue at `qk`.
+pub fn heads(qk: &QueueKey, ticket: u64) -> bool {
+    with(|r| {
+        r.queues
+            .get(qk)
+            .and_then(|q| q.order.first_key_value())
+            .is_some_and(|(&t, _)| t == ticket)
+    })
+}
+
+/// A waiter out of its queues, with where it stood (to be put back in its
+/// place if it cannot be served yet).
+pub struct TakenOut {
+    pub waiter: Waiter,
+    ticket: u64,
+    pub keys: Vec<QueueKey>,
+}
+
+/// Takes a waiter out of every queue it stands in, to serve it. The queues
+/// stay even if empty: `put_back` returns it to its place, `settle` drops
+/// the queues it leaves empty.
+pub fn take_out(id: WaiterId) -> Option<TakenOut> {
+    let s = with(|r| r.unlink(id))?;
+    Some(TakenOut {
+        waiter: s.waiter,
+        ticket: s.ticket,
+        keys: s.keys,
+    })
+}
+
+/// Puts a waiter taken out back in its place in each of its queues.
+pub fn put_back(taken: TakenOut) {
+    with(|r| {
+        r.link(Standing {
+            waiter: taken.waiter,
+            ticket: taken.ticket,
+            keys: taken.keys,
+        })
+    })
+}
+
+/// Drops the queues of `keys` that are now empty; returns their jobs to
+/// cancel.
+pub fn settle(keys: &[QueueKey]) -> Vec<JobId> {
+    with(|r| r.settle(keys))
+}
+
+/// Removes a waiter wherever it stands (timeout, disconnect). Returns it,
+/// the jobs of its queues to cancel if they are now gone, and the keys
+/// where it stood first and that still have waiters (the next of them may
+/// now be served: a head asking for more, or for more keys, held it back).
+pub fn remove(id: WaiterId) -> Option<(Waiter, Vec<JobId>, Vec<QueueKey>)> {
+    with(|r| {
+        let standing = r.waiters.get(&id)?;
+        let ticket = standing.ticket;
+        let headed: Vec<QueueKey> = standing
+            .keys
+            .iter()
+            .filter(|qk| {
+                r.queues
+                    .get(*qk)
+                    .and_then(|q| q.order.first_key_value())
+                    .is_some_and(|(&t, _)| t == ticket)
+            })
+            .cloned()
+            .collect();
+        let s = r.unlink(id)?;
+        let jobs = r.settle(&s.keys);
+        let headed = headed
+            .into_iter()
+            .filter(|qk| r.queues.contains_key(qk))
+            .collect();
+        Some((s.waiter, jobs, headed))
     })
 }
 
 /// The key's queue, to read or change its jobs.
 pub fn with_queue<R>(db: i32, key: &[u8], f: impl FnOnce(&mut KeyQueue) -> R) -> Option<R> {
-    with(|r| r.queue_mut(db, key).map(f))
+    with(|r| r.queues.get_mut(&KeyRef { db, name: key }).map(f))
+}
+
+/// What LOCK.WAITERS shows of one waiter.
+pub struct Shown {
+    pub client: ClientId,
+    pub owner: Option<Vec<u8>>,
+    pub wants: String,
+    pub since: Millis,
+    pub timeout_at: Option<Millis>,
+}
+
+/// The queue at `key`, in order.
+pub fn show(db: i32, key: &[u8]) -> Vec<Shown> {
+    if !any() {
+        return Vec::new();
+    }
+    with(|r| {
+        let Some(q) = r.queues.get(&KeyRef { db, name: key }) else {
+            return Vec::new();
+        };
+        q.order
+            .values()
+            .filter_map(|id| r.waiters.get(id))
+            .map(|s| Shown {
+                client: s.waiter.client,
+                owner: s.waiter.ask.owner().map(<[u8]>::to_vec),
+                wants: s.waiter.ask.describe(),
+                since: s.waiter.since,
+                timeout_at: s.waiter.timeout.map(|(_, due)| due),
+            })
+            .collect()
+    })
 }
 
 /// Empties every queue (the node stopped being a primary). Returns the
 /// waiters and every queue job to cancel.
 pub fn drain() -> (Vec<Waiter>, Vec<JobId>) {
     with(|r| {
-        let mut waiters = Vec::new();
         let mut jobs = Vec::new();
-        for (_, mut q) in r.queues.drain() {
+        for (_, q) in r.queues.drain() {
             jobs.extend(q.hand_on.into_iter().chain(q.serve));
-            while let Some((_, w)) = q.queue.pop_front() {
-                waiters.push(w);
-            }
         }
-        r.places.clear();
+        let waiters = r.waiters.drain().map(|(_, s)| s.waiter).collect();
         WAITING.store(0, Ordering::Relaxed);
         (waiters, jobs)
     })

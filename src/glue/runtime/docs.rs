@@ -3,9 +3,9 @@
 //! [KEEPALIVE] [TOKEN] [REPLICAS numreplicas timeout]`), built from the
 //! options the command table lists.
 
-use std::ffi::CStr;
+use std::ffi::{CStr, CString};
 
-use crate::core::command::{CommandSpec, Opt};
+use crate::core::command::{ArgKind, CommandSpec, Keys, Opt};
 use crate::glue::runtime::ffi::raw::{self, RedisModuleCommandArg as Arg};
 
 type ArgType = raw::RedisModuleCommandArgType;
@@ -16,11 +16,14 @@ const ONEOF: ArgType = raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF
 const BLOCK: ArgType = raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_BLOCK;
 const PURE_TOKEN: ArgType = raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN;
 const OPTIONAL: i32 = raw::REDISMODULE_CMD_ARG_OPTIONAL as i32;
+const MULTIPLE: i32 = raw::REDISMODULE_CMD_ARG_MULTIPLE as i32;
 
 /// A command's argument list (zero-terminated, as Redis reads it), with the
 /// sub-argument lists it points into. Redis copies it at registration.
 pub struct ArgDocs {
     _subargs: Vec<Box<[Arg]>>,
+    /// Names from the command table, as C strings.
+    _names: Vec<CString>,
     args: Vec<Arg>,
 }
 
@@ -57,18 +60,35 @@ fn end() -> Arg {
 
 pub fn for_command(spec: &CommandSpec) -> ArgDocs {
     let mut subargs: Vec<Box<[Arg]>> = Vec::new();
+    let mut names: Vec<CString> = Vec::new();
     let mut with_subargs = |mut a: Arg, list: Vec<Arg>| {
         let mut list = list.into_boxed_slice();
         a.subargs = list.as_mut_ptr();
         subargs.push(list);
         a
     };
-    let mut args = vec![arg(c"key", KEY)];
-    if spec.takes_owner {
-        args.push(arg(c"owner", STRING));
+    let mut args = Vec::new();
+    let numkeys = spec.command.keys() == Keys::NumKeys;
+    if !numkeys {
+        args.push(arg(c"key", KEY));
     }
+    for fixed in spec.fixed {
+        let name = CString::new(fixed.name).unwrap_or_default();
+        let kind = match fixed.kind {
+            ArgKind::Integer => INTEGER,
+            ArgKind::String if numkeys && fixed.name == "key" => KEY,
+            ArgKind::String => STRING,
+        };
+        let mut a = arg_owned(&name, kind);
+        if fixed.multiple {
+            a.flags |= MULTIPLE;
+        }
+        names.push(name);
+        args.push(a);
+    }
+    let required = spec.command.required();
     for opt in spec.options {
-        args.push(optional(match opt {
+        let doc = match opt {
             Opt::Lease => with_subargs(
                 arg(c"lease", ONEOF),
                 vec![
@@ -88,11 +108,37 @@ pub fn for_command(spec: &CommandSpec) -> ArgDocs {
                     end(),
                 ],
             ),
-        }));
+            Opt::Count => token(c"count", c"COUNT", INTEGER),
+            Opt::Mode => with_subargs(
+                arg(c"mode", ONEOF),
+                vec![
+                    token(c"read", c"READ", PURE_TOKEN),
+                    token(c"write", c"WRITE", PURE_TOKEN),
+                    end(),
+                ],
+            ),
+        };
+        args.push(if required.contains(opt) {
+            doc
+        } else {
+            optional(doc)
+        });
     }
     args.push(end());
     ArgDocs {
         _subargs: subargs,
+        _names: names,
         args,
     }
+}
+
+/// An argument named by a string of the command table (kept alive by the
+/// `ArgDocs` it goes into).
+fn arg_owned(name: &CStr, type_: ArgType) -> Arg {
+    // SAFETY: a plain C struct; all-zero is "no token, no flags, no subargs".
+    let mut a: Arg = unsafe { std::mem::zeroed() };
+    a.name = name.as_ptr();
+    a.type_ = type_;
+    a.key_spec_index = if type_ == KEY { 0 } else { -1 };
+    a
 }

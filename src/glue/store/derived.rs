@@ -1,0 +1,42 @@
+//! Keys the module derives from a command's key (the fencing-token counter
+//! `redisson_lock_token:{key}`) are not declared in the command's key spec,
+//! so Redis checks no ACL key pattern for them: the module checks the
+//! calling user's access itself, before anything is written.
+
+use crate::core::channel::token_key;
+use crate::core::command::KeyAccess;
+use crate::core::{LockError, LockResult};
+use crate::glue::runtime::ffi::{CallerUser, Ctx, OwnedStr, RStr};
+use crate::glue::runtime::key::{KeyKind, RawKey};
+use crate::glue::runtime::register::acl_flags;
+
+/// NOPERM unless the calling user may access the token counter of `key`
+/// as `access`. Calls without a user (jobs) pass.
+pub fn check_token_access(ctx: Ctx, key: &RStr, access: KeyAccess) -> LockResult<()> {
+    let name = OwnedStr::new(&token_key(key.as_ref()));
+    check(ctx, &name, access)
+}
+
+/// For a read (LOCK.INFO): only a counter that exists is read, so only one
+/// that exists needs the permission; a user whose patterns cover the lock
+/// but not `redisson_lock_token:*` can still look at locks that never
+/// issued a token.
+pub fn check_existing_token_read(ctx: Ctx, key: &RStr) -> LockResult<()> {
+    let name = OwnedStr::new(&token_key(key.as_ref()));
+    if RawKey::open(ctx, &name, false).kind() == KeyKind::Empty {
+        return Ok(());
+    }
+    check(ctx, &name, KeyAccess::Read)
+}
+
+fn check(ctx: Ctx, name: &RStr, access: KeyAccess) -> LockResult<()> {
+    let Some(user) = CallerUser::of(ctx) else {
+        return Ok(());
+    };
+    match user.may_access(name, acl_flags(access)) {
+        true => Ok(()),
+        false => Err(LockError::NoPerm(
+            "the lock's fencing-token counter (redisson_lock_token:...)",
+        )),
+    }
+}
