@@ -65,7 +65,7 @@ impl Redisson {
         let owner = self.owner(thread);
         let ch = channel(key);
         self.requests += 1;
-        let latch = unlock_latch(key, &format!("{:032x}", self.requests));
+        let latch = unlock_latch(key, format!("{:032x}", self.requests).as_bytes());
         let r = self.c.cmd(&args![
             "EVAL",
             UNLOCK_3_24,

@@ -167,22 +167,6 @@ pub fn channel(key: &[u8]) -> Vec<u8> {
     c
 }
 
-/// RedissonBaseLock.getUnlockLatchName (3.24 and later): the unlock
-/// latch of one unlock request, in the lock's slot.
-pub fn unlock_latch(key: &[u8], request_id: &str) -> Vec<u8> {
-    let mut c = b"redisson_unlock_latch:".to_vec();
-    if key.contains(&b'{') {
-        c.extend_from_slice(key);
-    } else {
-        c.push(b'{');
-        c.extend_from_slice(key);
-        c.push(b'}');
-    }
-    c.push(b':');
-    c.extend_from_slice(request_id.as_bytes());
-    c
-}
-
 /// RedissonFencedLock's token counter: `redisson_lock_token:{name}`, the
 /// channel's braces rule.
 pub fn token_key(key: &[u8]) -> Vec<u8> {
