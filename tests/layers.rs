@@ -33,6 +33,7 @@ fn rank(folder: &str, file: &str) -> u32 {
         ("waiting", "delivery") => 1,
         ("waiting", "handle") => 2,
         ("waiting", "queues" | "acks") => 3,
+        ("waiting", "serve") => 5,
         ("waiting", _) => 4,
         ("commands", "call") => 0,
         ("commands", _) => 1,

@@ -34,11 +34,12 @@ use crate::glue::stats;
 use crate::glue::store::ids::ClientId;
 use crate::glue::store::lifecycle;
 use crate::glue::store::{QueueKey, is_own_event, server};
-use crate::glue::waiting::{acks, queues, ties};
+use crate::glue::waiting::{self, acks, queues, ties};
 
 thread_local! {
     static WATCHING_KEYSPACE: Cell<bool> = const { Cell::new(false) };
     static WATCHING_EVENT_LOOP: Cell<bool> = const { Cell::new(false) };
+    static WATCHING_LEASE_SETS: Cell<bool> = const { Cell::new(false) };
 }
 
 /// The module's handlers of keyspace and server events.
@@ -66,6 +67,42 @@ pub fn subscribe(ctx: Ctx) -> Result<(), String> {
 pub fn forget_subscriptions() {
     WATCHING_KEYSPACE.with(|w| w.set(false));
     WATCHING_EVENT_LOOP.with(|w| w.set(false));
+    WATCHING_LEASE_SETS.with(|w| w.set(false));
+}
+
+/// Sorted-set writes, from the first SEMAPHORE.* command on: a Redisson
+/// client's lease written to a semaphore's `{key}:timeout` must reach the
+/// semaphore's sweep (its permit goes back at its deadline). Sorted-set
+/// events only, and only once semaphores are in use: every other server
+/// pays nothing.
+pub fn watch_lease_sets(ctx: Ctx) -> LockResult<()> {
+    if WATCHING_LEASE_SETS.with(Cell::get) {
+        return Ok(());
+    }
+    if !hooks::subscribe_keyspace::<LeaseSets>(ctx, raw::REDISMODULE_NOTIFY_ZSET) {
+        return Err(LockError::Internal(
+            "cannot subscribe to keyspace events".into(),
+        ));
+    }
+    WATCHING_LEASE_SETS.with(|w| w.set(true));
+    Ok(())
+}
+
+/// The handler of sorted-set events (`watch_lease_sets`).
+struct LeaseSets;
+
+impl Hooks for LeaseSets {
+    fn keyspace(ctx: Ctx, _event: &CStr, key: &RStr) {
+        if is_own_event() {
+            return;
+        }
+        let db = ctx.db();
+        for semaphore in crate::core::semaphore::keys_of_lease_set(key.as_ref()) {
+            waiting::semaphore::sweep_soon(ctx, db, semaphore);
+        }
+    }
+
+    fn server(_ctx: Ctx, _event: ServerEvent<'_>) {}
 }
 
 /// Keyspace events, from the first waiter on (a subscription cannot be undone).

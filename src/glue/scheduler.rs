@@ -27,6 +27,7 @@ use super::runtime::timer::{self, Timer};
 use super::store::ids::{AckId, ClientId, TieKind, WaiterId};
 use super::store::{Holder, QueueKey, server};
 use crate::core::Millis;
+use crate::core::semaphore::PermitId;
 
 /// Longest stretch of jobs run in one go.
 const BUDGET: Duration = Duration::from_millis(1);
@@ -64,8 +65,27 @@ pub enum Job {
     Restore(QueueKey, OwnedStr, Option<Millis>),
     /// A call's replicas did not acknowledge in time.
     AckTimeout(AckId),
+    /// A semaphore's lease deadline (or a foreign write to its lease set):
+    /// return the lapsed permits, serve the queue, arm the next one.
+    Sweep(QueueKey),
+    /// Give permits back to a semaphore (an undo, or a closed connection's).
+    Permits(QueueKey, Permits),
     /// Send the answers waiting for delivery.
     Deliver,
+}
+
+/// What a `Permits` job gives back to a semaphore.
+pub enum Permits {
+    /// Anonymous permits taken by an ACQUIRE that replicas did not
+    /// acknowledge, or whose client never heard of them.
+    Acquired(i64),
+    /// Leased permits, the same (those still leased go back).
+    Leased(Vec<PermitId>),
+    /// The tied permits of closed connections, gathered for this key (the
+    /// job takes them from the semaphore's list).
+    Closed,
+    /// A renewal replicas did not acknowledge: this id's previous score.
+    Renewal(PermitId, f64),
 }
 
 /// A scheduled job: when, and a sequence number (ties run in order).
@@ -154,6 +174,11 @@ pub fn time_left() -> Duration {
 /// Jobs waiting (the module must not unload while there are any).
 pub fn pending() -> usize {
     with(|s| s.jobs.len())
+}
+
+/// Whether a job is still waiting to run.
+pub fn is_pending(id: JobId) -> bool {
+    with(|s| s.jobs.contains_key(&id))
 }
 
 /// Makes sure the server timer fires by the earliest job.

@@ -1,8 +1,8 @@
 //! What a key's queue, or a tie, falls due for — by primitive. The jobs
 //! (`jobs.rs`) come here; each primitive's file does the work.
 
-use super::lock;
 use super::queues::{self, Family};
+use super::{latch, lock, semaphore};
 use crate::glue::runtime::ffi::Ctx;
 use crate::glue::scheduler::Outcome;
 use crate::glue::store::ids::TieKind;
@@ -14,6 +14,8 @@ pub fn serve_key(ctx: Ctx, qk: &QueueKey) -> Outcome {
     match queues::family(qk) {
         None => Outcome::Done,
         Some(Family::Lock) => lock::serve_key(ctx, qk),
+        Some(Family::Semaphore) => semaphore::serve_key(ctx, qk),
+        Some(Family::Latch) => latch::serve_key(ctx, qk),
     }
 }
 
@@ -22,6 +24,10 @@ pub fn due(ctx: Ctx, qk: &QueueKey) -> Outcome {
     match queues::family(qk) {
         None => Outcome::Done,
         Some(Family::Lock) => lock::due(ctx, qk),
+        // A semaphore's deadlines are its sweeps'; a latch's is its key's
+        // expiry, which serving finds.
+        Some(Family::Semaphore) => semaphore::serve_key(ctx, qk),
+        Some(Family::Latch) => latch::serve_key(ctx, qk),
     }
 }
 
@@ -29,6 +35,7 @@ pub fn due(ctx: Ctx, qk: &QueueKey) -> Outcome {
 pub fn renew_tie(ctx: Ctx, qk: &QueueKey, holder: &Holder, kind: TieKind) -> Outcome {
     match kind {
         TieKind::Lock => lock::renew_tied(ctx, qk, holder),
+        TieKind::Permit => semaphore::renew_tied(ctx, qk, holder),
     }
 }
 
@@ -36,5 +43,6 @@ pub fn renew_tie(ctx: Ctx, qk: &QueueKey, holder: &Holder, kind: TieKind) -> Out
 pub fn release_tie(ctx: Ctx, qk: &QueueKey, holder: &Holder, kind: TieKind) -> Outcome {
     match kind {
         TieKind::Lock => lock::release_tied(ctx, qk, holder),
+        TieKind::Permit => semaphore::release_tied(ctx, qk, holder),
     }
 }
