@@ -305,6 +305,63 @@ fn keepalive_renews_moves_and_unties(kind: Kind) {
     let ok = wait_until(SECOND, || count(&mut c, "s") == 3);
     assert!(ok, "{kind}: b's tied permit went back");
     assert_eq!(lock_stat(&s, "tied"), 0);
+    // A waiter with KEEPALIVE is tied from its grant on (its own
+    // connection), and its permits go when it closes.
+    c.cmd(&["SEMAPHORE.DRAIN", "s"]);
+    let mut w = queue(
+        &s,
+        true,
+        &[
+            "SEMAPHORE.LEASE",
+            "s",
+            "COUNT",
+            "2",
+            "KEEPALIVE",
+            "PX",
+            "300",
+        ],
+    );
+    assert_eq!(
+        c.cmd(&["SEMAPHORE.RELEASE", "s", "COUNT", "2"]),
+        Reply::Int(0)
+    );
+    assert_eq!(ids(&w.read_reply()).len(), 2, "{kind}");
+    assert_eq!(sem_field(&mut c, "s", "keepalive"), 2, "{kind}");
+    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(
+        sem_field(&mut c, "s", "leased"),
+        2,
+        "{kind}: renewed past its lease"
+    );
+    drop(w);
+    let ok = wait_until(SECOND, || count(&mut c, "s") == 2);
+    assert!(ok, "{kind}: the waiter's tied permits went back");
+    // A RENEW ... KEEPALIVE of a permit leased without it ties it.
+    let id = ids(&c.cmd(&["SEMAPHORE.LEASE", "s"]));
+    let mut t = s.client();
+    assert_eq!(
+        t.cmd(&["SEMAPHORE.RENEW", "s", &id[0], "KEEPALIVE"]),
+        Reply::Int(1)
+    );
+    assert_eq!(sem_field(&mut c, "s", "keepalive"), 1, "{kind}");
+    drop(t);
+    let ok = wait_until(SECOND, || count(&mut c, "s") == 2);
+    assert!(ok, "{kind}: tied by RENEW, returned on close");
+}
+
+/// SWAPDB moves a semaphore with its leases: they still go back at their
+/// deadline in the database they moved to.
+fn swapdb_moves_the_sweep(kind: Kind) {
+    let s = Server::start(kind);
+    let mut c = s.client();
+    c.cmd(&["SEMAPHORE.CREATE", "s", "1"]);
+    ids(&c.cmd(&["SEMAPHORE.LEASE", "s", "PX", "200"]));
+    assert_eq!(c.cmd(&["SWAPDB", "0", "1"]), Reply::Status("OK".into()));
+    c.cmd(&["SELECT", "1"]);
+    assert_eq!(c.cmd(&["GET", "s"]), bulk("0"));
+    let ok = wait_until(SECOND, || count(&mut c, "s") == 1);
+    assert!(ok, "{kind}: swept in the database it moved to");
+    assert_eq!(c.cmd(&["EXISTS", "{s}:timeout"]), Reply::Int(0));
 }
 
 /// The queue is served whenever the semaphore changes, whoever changed
@@ -720,6 +777,7 @@ per_kind!(
     lease_returns_at_its_deadline_without_waiters,
     sigkilled_keepalive_holder_hands_on,
     keepalive_renews_moves_and_unties,
+    swapdb_moves_the_sweep,
     foreign_changes_serve_the_queue,
     leavers_let_the_next_through,
     replicas_acknowledge_or_undo,

@@ -93,7 +93,8 @@ struct LeaseSets;
 
 impl Hooks for LeaseSets {
     fn keyspace(ctx: Ctx, _event: &CStr, key: &RStr) {
-        if is_own_event() {
+        // A replica sweeps nothing (its primary's writes come replicated).
+        if is_own_event() || !server::is_primary() {
             return;
         }
         let db = ctx.db();
@@ -156,6 +157,7 @@ impl Hooks for Events {
             ServerEvent::SwapDb(a, b) => {
                 look_again_in(ctx, Some(a));
                 look_again_in(ctx, Some(b));
+                waiting::semaphore::swapped(ctx, a, b);
             }
             ServerEvent::Replica { online } => server::replica_changed(online),
             ServerEvent::BecameReplica => demoted(),

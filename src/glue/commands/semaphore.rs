@@ -303,11 +303,12 @@ pub fn info(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
     let db = ctx.db();
     let key = req.key.as_ref();
     let count = |n: usize| Reply::Int(i64::try_from(n).unwrap_or(i64::MAX));
+    let tied = sem_wait::tied_count(ctx, &mut sem);
     Ok(Reply::Map(vec![
         ("available", Reply::Int(info.available)),
         ("leased", count(info.leased)),
         ("waiters", count(queues::len(db, key))),
-        ("keepalive", count(ties::count_at(db, key))),
+        ("keepalive", count(tied)),
         ("ttl", Reply::Int(info.ttl.unwrap_or(-1))),
     ]))
 }

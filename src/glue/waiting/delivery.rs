@@ -38,8 +38,11 @@ use crate::glue::store::{LockKey, Mode, QueueKey, SemKey, server};
 pub enum Verify {
     /// `owner` still holds the lock at `key`.
     Lock { key: QueueKey, owner: OwnedStr },
+    /// Anonymous semaphore permits: they cannot lapse or move, so the
+    /// grant stands whatever happened to the key; only the node's role is
+    /// checked (a node demoted since grants nothing).
+    Anonymous,
     /// Every one of `ids` is still leased at the semaphore at `key`.
-    /// (Anonymous permits cannot lapse: their grants need no check.)
     Permits {
         key: QueueKey,
         ids: Vec<crate::core::semaphore::PermitId>,
@@ -58,6 +61,7 @@ impl Verify {
                 let mut lock = LockKey::open(ctx, &name, Mode::Read);
                 matches!(rules::holding(&mut lock, owner), Ok(Holding::Mine { .. }))
             }
+            Verify::Anonymous => true,
             Verify::Permits { key, ids } => {
                 if !ctx.select_db(key.db) {
                     return false;

@@ -57,8 +57,8 @@ struct State {
     /// deadline.
     sweeps: HashMap<QueueKey, JobId>,
     /// Tied permits of closed connections, gathered per key until their
-    /// `Permits::Closed` job returns them together.
-    closing: HashMap<QueueKey, Vec<PermitId>>,
+    /// `Permits::Closed` job (its id here) returns them together.
+    closing: HashMap<QueueKey, (Vec<PermitId>, Option<JobId>)>,
 }
 
 thread_local! {
@@ -97,7 +97,7 @@ pub fn answered(qk: &QueueKey, grant: Grant, tie_to: Option<ClientId>, lease: Le
     match grant {
         Grant::Acquired { count } => Answered {
             reply: Reply::Int(count),
-            verify: None,
+            verify: Some(Verify::Anonymous),
             tie: None,
             undo: Job::Permits(qk.clone(), Permits::Acquired(count)),
         },
@@ -355,6 +355,35 @@ pub fn sweep_soon(ctx: Ctx, db: i32, key: &[u8]) {
     set_sweep(ctx, db, key, Some(ctx.now()), false);
 }
 
+/// SWAPDB exchanged two databases: the semaphores with sweeps in either
+/// are looked at in the other too (their leases moved with their data).
+pub fn swapped(ctx: Ctx, a: i32, b: i32) {
+    let moved: Vec<(i32, std::rc::Rc<[u8]>)> = with(|s| {
+        s.sweeps
+            .keys()
+            .filter(|qk| qk.db == a || qk.db == b)
+            .map(|qk| (if qk.db == a { b } else { a }, qk.name.clone()))
+            .collect()
+    });
+    for (db, name) in moved {
+        sweep_soon(ctx, db, &name);
+    }
+}
+
+/// The tied permits at `key` still leased (SEMAPHORE.INFO's `keepalive`:
+/// a tie whose permit was returned behind the module's back goes at its
+/// next renewal; it is not counted meanwhile).
+pub fn tied_count(ctx: Ctx, sem: &mut SemKey<'_>) -> usize {
+    if !ties::any() {
+        return 0;
+    }
+    ties::holders_at(ctx.db(), sem.name().as_ref())
+        .iter()
+        .filter_map(|h| permit_id(h))
+        .filter(|id| semaphore::all_leased(sem, std::slice::from_ref(id)))
+        .count()
+}
+
 /// Sweeps waiting to run (MODULE UNLOAD drops them: a lease deadline is
 /// not a client waiting).
 pub fn sweeps() -> usize {
@@ -456,7 +485,7 @@ pub fn give_back(ctx: Ctx, qk: &QueueKey, permits: &Permits) -> Outcome {
             }
         }
         Permits::Closed => {
-            let ids = with(|s| s.closing.remove(qk)).unwrap_or_default();
+            let ids = with(|s| s.closing.remove(qk)).map(|(ids, _)| ids).unwrap_or_default();
             if let Ok(o) = semaphore::return_ids(sem, &ids) {
                 let event = (!o.reply.is_empty()).then_some(Event::SemaphoreClosed);
                 stats::SEM_KEEPALIVE_RETURNED.add(o.reply.len() as u64);
@@ -482,13 +511,20 @@ pub fn release_tied(ctx: Ctx, qk: &QueueKey, holder: &[u8]) -> Outcome {
     let Some(id) = permit_id(holder) else {
         return Outcome::Done;
     };
-    let first = with(|s| {
-        let ids = s.closing.entry(qk.clone()).or_default();
+    let job = with(|s| {
+        let (ids, job) = s.closing.entry(qk.clone()).or_default();
         ids.push(id);
-        ids.len() == 1
+        *job
     });
-    if first {
-        scheduler::soon(ctx, Job::Permits(qk.clone(), Permits::Closed));
+    // One job per key gathers them (a job dropped meanwhile, on a node
+    // that was a replica for a while, is replaced).
+    if !job.is_some_and(scheduler::is_pending) {
+        let job = scheduler::soon(ctx, Job::Permits(qk.clone(), Permits::Closed));
+        with(|s| {
+            if let Some(entry) = s.closing.get_mut(qk) {
+                entry.1 = Some(job);
+            }
+        });
     }
     Outcome::Done
 }

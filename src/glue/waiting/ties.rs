@@ -283,15 +283,16 @@ pub fn is_tied(db: i32, key: &[u8], holder: &[u8]) -> bool {
     })
 }
 
-/// How many holds at `key` are tied (SEMAPHORE.INFO's `keepalive`).
-pub fn count_at(db: i32, key: &[u8]) -> usize {
+/// The holders tied at `key` (SEMAPHORE.INFO's `keepalive`).
+pub fn holders_at(db: i32, key: &[u8]) -> Vec<Holder> {
     if !any() {
-        return 0;
+        return Vec::new();
     }
     with(|t| {
         t.keys
             .get(&KeyRef { db, name: key })
-            .map_or(0, |at| at.len())
+            .map(|at| at.keys().cloned().collect())
+            .unwrap_or_default()
     })
 }
 
