@@ -867,7 +867,45 @@ fn acl_covers_the_lease_set(kind: Kind) {
     assert_eq!(both(&mut admin), before, "{kind}");
 }
 
+/// MODULE UNLOAD succeeds while leases have deadlines (a sweep is not a
+/// client waiting), refuses while a client waits; after a reload the
+/// semaphore is the same and its leases go back at their deadline again.
+fn module_unload_with_leases_pending(kind: Kind) {
+    let s = Server::start(kind);
+    let mut c = s.client();
+    c.cmd(&["SEMAPHORE.CREATE", "s", "2"]);
+    ids(&c.cmd(&["SEMAPHORE.LEASE", "s", "PX", "60000"]));
+    c.cmd(&["LATCH.CREATE", "l", "1"]);
+    let mut w = s.client();
+    w.send(&["LATCH.AWAIT", "l", "BLOCK", "0"]);
+    wait_waiting(&s, 1);
+    assert_eq!(lock_stat(&s, "semaphore_sweeps"), 1);
+    let r = c.cmd(&["MODULE", "UNLOAD", "lock"]);
+    assert_eq!(r.err_code(), Some("ERR"), "{kind}: a client waits: {r:?}");
+    assert_eq!(c.cmd(&["LATCH.COUNTDOWN", "l"]), Reply::Int(0));
+    assert_eq!(w.read_reply(), Reply::Int(1));
+    let before = both(&mut c);
+    assert_eq!(
+        c.cmd(&["MODULE", "UNLOAD", "lock"]),
+        Reply::Status("OK".into()),
+        "{kind}"
+    );
+    assert_eq!(both(&mut c), before, "{kind}");
+    let path = testkit::module_path();
+    assert_eq!(
+        c.cmd(&args!["MODULE", "LOAD", path.display().to_string()]),
+        Reply::Status("OK".into())
+    );
+    assert_eq!(sem_field(&mut c, "s", "leased"), 1, "{kind}");
+    assert_eq!(c.cmd(&["SEMAPHORE.ACQUIRE", "s"]), Reply::Int(1));
+    assert_eq!(c.cmd(&["SEMAPHORE.RELEASE", "s"]), Reply::Int(1));
+    ids(&c.cmd(&["SEMAPHORE.LEASE", "s", "PX", "50"]));
+    let ok = wait_until(2 * SECOND, || count(&mut c, "s") == 1);
+    assert!(ok, "{kind}: swept at its deadline after the reload");
+}
+
 per_kind!(
+    module_unload_with_leases_pending,
     layout_is_redissons,
     replies,
     add_and_drain_keep_the_ttl,

@@ -79,13 +79,45 @@ pub fn watch_lease_sets(ctx: Ctx) -> LockResult<()> {
     if WATCHING_LEASE_SETS.with(Cell::get) {
         return Ok(());
     }
-    if !hooks::subscribe_keyspace::<LeaseSets>(ctx, raw::REDISMODULE_NOTIFY_ZSET) {
+    if !hooks::subscribe_keyspace::<LeaseSets>(ctx, raw::REDISMODULE_NOTIFY_ZSET)
+        || !hooks::register_filter::<UnloadFilter>(ctx)
+    {
         return Err(LockError::Internal(
             "cannot subscribe to keyspace events".into(),
         ));
     }
     WATCHING_LEASE_SETS.with(|w| w.set(true));
     Ok(())
+}
+
+/// MODULE UNLOAD succeeds whenever no client waits and nothing is tied,
+/// but Redis refuses to unload a module that holds a timer, before the
+/// module is asked: a pending sweep at a lease deadline would refuse it.
+/// So, just before `MODULE UNLOAD lock` runs with nothing else pending, the
+/// sweeps are dropped (the leases lapse on their own; the next call on a
+/// semaphore sweeps and arms again). A filter sees every command: it is
+/// registered with the lease-set watch, by the first SEMAPHORE.* command.
+struct UnloadFilter;
+
+impl hooks::Filter for UnloadFilter {
+    fn filter(args: &hooks::FilterArgs) {
+        let is = |i: usize, word: &[u8]| {
+            args.get(i)
+                .is_some_and(|a| a.as_ref().eq_ignore_ascii_case(word))
+        };
+        if !(is(0, b"module") && is(1, b"unload") && is(2, b"lock")) {
+            return;
+        }
+        let sweeps = waiting::semaphore::sweeps();
+        let quiet = queues::totals() == (0, 0)
+            && acks::count() == 0
+            && ties::count() == 0
+            && waiting::delivery::count() == 0
+            && scheduler::pending() == sweeps;
+        if quiet && sweeps > 0 {
+            waiting::semaphore::drop_sweeps();
+        }
+    }
 }
 
 /// The handler of sorted-set events (`watch_lease_sets`).

@@ -123,6 +123,9 @@ pub fn require_api() -> Result<(), &'static str> {
         RedisModule_ZsetRangeNext,
         RedisModule_ZsetRangeEndReached,
         RedisModule_ZsetRangeStop,
+        RedisModule_RegisterCommandFilter,
+        RedisModule_CommandFilterArgsCount,
+        RedisModule_CommandFilterArgGet,
     );
     Ok(())
 }

@@ -159,6 +159,60 @@ unsafe fn decode<'a>(id: u64, subevent: u64, data: *mut c_void) -> Option<Server
     })
 }
 
+/// The command about to run, as a command filter sees it.
+pub struct FilterArgs {
+    /// Its first arguments (the name first), valid for the callback.
+    args: Vec<*mut raw::RedisModuleString>,
+}
+
+impl FilterArgs {
+    /// Argument `i` (0: the command's name), if there is one among the
+    /// first few.
+    pub fn get(&self, i: usize) -> Option<&RStr> {
+        let arg = self.args.get(i)?;
+        // SAFETY: a string Redis handed the filter for this call; `self`
+        // does not outlive the callback (it is built and dropped in it).
+        Some(unsafe { RStr::from_ptr(arg) })
+    }
+}
+
+/// What a command filter does with the commands it sees.
+pub trait Filter: 'static {
+    fn filter(args: &FilterArgs);
+}
+
+/// How many leading arguments a filter is shown.
+const FILTER_ARGS: c_int = 3;
+
+/// Registers a command filter: `F::filter` sees every command before it
+/// runs (the module's own calls excepted). Redis drops it at unload.
+pub fn register_filter<F: Filter>(ctx: Ctx) -> bool {
+    // SAFETY: a live context and a callback of the API's signature.
+    let filter = unsafe {
+        rm!(RedisModule_RegisterCommandFilter(
+            ctx.0,
+            Some(filter::<F>),
+            raw::REDISMODULE_CMDFILTER_NOSELF as c_int
+        ))
+    };
+    !filter.is_null()
+}
+
+unsafe extern "C" fn filter<F: Filter>(fctx: *mut raw::RedisModuleCommandFilterCtx) {
+    firewall::callback((), || {
+        // SAFETY: the filter context Redis passes, valid for the callback;
+        // positions below its argument count.
+        let args = unsafe {
+            let n = rm!(RedisModule_CommandFilterArgsCount(fctx)).min(FILTER_ARGS);
+            (0..n)
+                .map(|i| rm!(RedisModule_CommandFilterArgGet(fctx, i)))
+                .filter(|a| !a.is_null())
+                .collect()
+        };
+        F::filter(&FilterArgs { args });
+    })
+}
+
 /// `INFO <section>`, freed on drop.
 pub struct ServerInfo {
     ctx: Ctx,

@@ -387,7 +387,12 @@ pub fn tied_count(ctx: Ctx, sem: &mut SemKey<'_>) -> usize {
 /// Sweeps waiting to run (MODULE UNLOAD drops them: a lease deadline is
 /// not a client waiting).
 pub fn sweeps() -> usize {
-    with(|s| s.sweeps.len())
+    with(|s| {
+        s.sweeps
+            .values()
+            .filter(|&&job| scheduler::is_pending(job))
+            .count()
+    })
 }
 
 /// Drops every sweep (MODULE UNLOAD).
