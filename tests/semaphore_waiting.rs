@@ -771,7 +771,56 @@ fn redisson_clients_share_the_semaphore(kind: Kind) {
     assert!(ok, "{kind}: the server swept Redisson's lease");
 }
 
+/// Leases the server never saw written come back at their deadline too:
+/// a Redisson lease written before any SEMAPHORE.* command (found when the
+/// first one runs), and the leases a replica inherits when it is promoted.
+fn leases_written_before_are_found(kind: Kind) {
+    let s = Server::start(kind);
+    let mut c = s.client();
+    c.cmd(&["SET", "s", "1"]);
+    let now = server_ms(&mut c);
+    let ok = c.cmd(&args![
+        "EVAL",
+        redisson::EXPIRABLE_ACQUIRE,
+        "3",
+        "s",
+        redisson::timeout_key(b"s"),
+        redisson::semaphore_channel(b"s"),
+        "1",
+        now + 300,
+        now,
+        redisson::NO_LEASE,
+        "PUBLISH",
+        [7u8; 16]
+    ]);
+    assert_eq!(ok, bulk("OK"), "{kind}");
+    // The first SEMAPHORE.* command, on another key.
+    assert!(c.cmd(&["SEMAPHORE.INFO", "other"]).is_nil());
+    assert_eq!(count(&mut c, "s"), 0);
+    let ok = wait_until(2 * SECOND, || count(&mut c, "s") == 1);
+    assert!(ok, "{kind}: found and swept at its deadline");
+    assert!(server_ms(&mut c) >= now + 300);
+
+    // A promoted replica sweeps the leases it inherited.
+    let replica = Server::start(kind);
+    replica.replica_of(&s);
+    let mut r = replica.client();
+    assert!(r.cmd(&["SEMAPHORE.INFO", "other"]).is_nil());
+    ids(&c.cmd(&["SEMAPHORE.LEASE", "s", "PX", "400"]));
+    assert_eq!(c.cmd(&["WAIT", "1", "5000"]), Reply::Int(1));
+    drop(c);
+    drop(s);
+    assert_eq!(
+        r.cmd(&["REPLICAOF", "NO", "ONE"]),
+        Reply::Status("OK".into())
+    );
+    assert_eq!(count(&mut r, "s"), 0);
+    let ok = wait_until(2 * SECOND, || count(&mut r, "s") == 1);
+    assert!(ok, "{kind}: the promoted replica swept the inherited lease");
+}
+
 per_kind!(
+    leases_written_before_are_found,
     head_of_line,
     lease_deadline_serves_the_waiter,
     lease_returns_at_its_deadline_without_waiters,

@@ -87,6 +87,10 @@ pub fn watch_lease_sets(ctx: Ctx) -> LockResult<()> {
         ));
     }
     WATCHING_LEASE_SETS.with(|w| w.set(true));
+    // Leases written before now are found and swept at their deadlines too.
+    if server::is_primary() {
+        waiting::semaphore::discover_all(ctx);
+    }
     Ok(())
 }
 
@@ -193,7 +197,13 @@ impl Hooks for Events {
             }
             ServerEvent::Replica { online } => server::replica_changed(online),
             ServerEvent::BecameReplica => demoted(),
-            ServerEvent::BecamePrimary => server::set_primary(true),
+            ServerEvent::BecamePrimary => {
+                server::set_primary(true);
+                // The leases this node inherited are swept here now.
+                if WATCHING_LEASE_SETS.with(Cell::get) {
+                    waiting::semaphore::discover_all(ctx);
+                }
+            }
             ServerEvent::ClientClosed(id) => {
                 let client = ClientId(id);
                 // It fires inside other commands, on replicas, while the

@@ -12,6 +12,7 @@
 //! | `TakeBack`, `Restore` | an undelivered grant, an unacknowledged call | dropped | waits |
 //! | `Sweep` | a semaphore's earliest lease deadline; a foreign write to its `{key}:timeout` | dropped | waits |
 //! | `Permits` | a semaphore grant undone (REPLICAS, undelivered), a tied connection's permits | dropped | waits |
+//! | `Discover` | the first SEMAPHORE.* command, a promotion: semaphores' lease sets found by SCAN, a step at a time | dropped | waits |
 //! | `Serve`, `Due` of a latch queue | as above; a latch's key deadline | run (read-only: answers LATCH.AWAIT ... BLOCK waiters there) | waits |
 //!
 //! Jobs that write act only on a primary (a replica grants nothing; its
@@ -153,6 +154,12 @@ fn run_writing(ctx: Ctx, job: Job) -> Option<Job> {
         Job::Permits(qk, permits) => {
             let outcome = semaphore::give_back(ctx, &qk, &permits);
             retry(outcome, Job::Permits(qk, permits))
+        }
+        Job::Discover(db, cursor) => {
+            if let Some(next) = semaphore::discover(ctx, db, &cursor) {
+                scheduler::soon(ctx, Job::Discover(db, next));
+            }
+            None
         }
         Job::Timeout(_) | Job::Deliver => None,
     }

@@ -70,6 +70,10 @@ pub enum Job {
     Sweep(QueueKey),
     /// Give permits back to a semaphore (an undo, or a closed connection's).
     Permits(QueueKey, Permits),
+    /// Look for semaphores' lease sets in a database (from a SCAN cursor),
+    /// to sweep them at their deadlines: those the server has not seen
+    /// written (loaded at start, inherited by a promoted replica).
+    Discover(i32, Vec<u8>),
     /// Send the answers waiting for delivery.
     Deliver,
 }

@@ -44,6 +44,7 @@ use crate::core::queue::WaitQueue;
 use crate::core::semaphore::{self, Grant, PermitId, SemaphoreWaiting, Want};
 use crate::core::slot::semaphore_channel_same_slot;
 use crate::glue::runtime::ffi::{Ctx, OwnedStr};
+use crate::glue::runtime::key::{KeyKind, RawKey};
 use crate::glue::runtime::reply::Reply;
 use crate::glue::scheduler::{self, Job, JobId, Outcome, Permits};
 use crate::glue::stats;
@@ -384,6 +385,40 @@ pub fn tied_count(ctx: Ctx, sem: &mut SemKey<'_>) -> usize {
         .count()
 }
 
+/// How many keys one discovery step looks at.
+const DISCOVER_STEP: i64 = 500;
+
+/// Starts looking for every semaphore's lease set in every database (a
+/// `Discover` job per database, a SCAN step at a time): leases written
+/// before the server watched (loaded at start, inherited by a promoted
+/// replica, written before the first SEMAPHORE.* command) go back at
+/// their deadline too.
+pub fn discover_all(ctx: Ctx) {
+    let databases = ctx
+        .config_get(c"databases")
+        .and_then(|n| n.trim().parse::<i32>().ok())
+        .unwrap_or(16);
+    for db in 0..databases.max(1) {
+        scheduler::soon(ctx, Job::Discover(db, b"0".to_vec()));
+    }
+}
+
+/// One discovery step in `db` from `cursor`: every lease set found gets
+/// its sweep (soon: it arms the next at its deadline). The next cursor, or
+/// `None` when the database is done.
+pub fn discover(ctx: Ctx, db: i32, cursor: &[u8]) -> Option<Vec<u8>> {
+    if !ctx.select_db(db) {
+        return None;
+    }
+    let (next, names) = ctx.scan(cursor, c"*:timeout", c"zset", DISCOVER_STEP)?;
+    for name in &names {
+        for key in semaphore::keys_of_lease_set(name) {
+            sweep_soon(ctx, db, key);
+        }
+    }
+    (next != b"0").then_some(next)
+}
+
 /// Sweeps waiting to run (MODULE UNLOAD drops them: a lease deadline is
 /// not a client waiting).
 pub fn sweeps() -> usize {
@@ -427,10 +462,26 @@ fn with_served<R>(
     Some(f(&mut sem))
 }
 
-fn outcome<R>(done: Option<R>) -> Outcome {
+/// A job that could not act (its key not served here now): retried,
+/// unless nothing of the semaphore is here any more (its slot moved away
+/// with its keys): there is nothing left to do here.
+fn not_now(ctx: Ctx, qk: &QueueKey) -> Outcome {
+    if !ctx.select_db(qk.db) {
+        return Outcome::Done;
+    }
+    let name = OwnedStr::new(&qk.name);
+    let lease_set = OwnedStr::new(&crate::core::channel::timeout_key(&qk.name));
+    let here = |key: &OwnedStr| RawKey::open(ctx, key, false).kind() != KeyKind::Empty;
+    match here(&name) || here(&lease_set) {
+        true => Outcome::Retry,
+        false => Outcome::Done,
+    }
+}
+
+fn outcome<R>(ctx: Ctx, qk: &QueueKey, done: Option<R>) -> Outcome {
     match done {
         Some(_) => Outcome::Done,
-        None => Outcome::Retry,
+        None => not_now(ctx, qk),
     }
 }
 
@@ -454,19 +505,37 @@ pub fn serve_key(ctx: Ctx, qk: &QueueKey) -> Outcome {
     if queues::len(qk.db, &qk.name) == 0 {
         return Outcome::Done;
     }
-    outcome(with_served(ctx, qk, true, |sem| sweep_and_serve(ctx, sem)))
+    outcome(
+        ctx,
+        qk,
+        with_served(ctx, qk, true, |sem| sweep_and_serve(ctx, sem)),
+    )
 }
 
 /// A lease deadline came (the `Sweep` job): the lapsed permits go back,
 /// the queue is served, the next sweep armed.
 pub fn sweep(ctx: Ctx, qk: &QueueKey) -> Outcome {
     with(|s| s.sweeps.remove(qk));
-    outcome(with_served(ctx, qk, true, |sem| sweep_and_serve(ctx, sem)))
+    outcome(
+        ctx,
+        qk,
+        with_served(ctx, qk, true, |sem| sweep_and_serve(ctx, sem)),
+    )
 }
 
 /// Gives permits back (the `Permits` job).
 pub fn give_back(ctx: Ctx, qk: &QueueKey, permits: &Permits) -> Outcome {
-    outcome(with_served(ctx, qk, false, |sem| match permits {
+    let done = with_served(ctx, qk, false, |sem| give_back_here(ctx, qk, sem, permits));
+    let outcome = outcome(ctx, qk, done);
+    if outcome == Outcome::Done && matches!(permits, Permits::Closed) {
+        // Gone from here with its slot: nothing of it left to return.
+        with(|s| s.closing.remove(qk));
+    }
+    outcome
+}
+
+fn give_back_here(ctx: Ctx, qk: &QueueKey, sem: &mut SemKey<'_>, permits: &Permits) {
+    match permits {
         Permits::Acquired(n) => {
             if let Ok(o) = semaphore::release(sem, *n) {
                 stats::SEM_TAKEN_BACK.bump();
@@ -490,7 +559,9 @@ pub fn give_back(ctx: Ctx, qk: &QueueKey, permits: &Permits) -> Outcome {
             }
         }
         Permits::Closed => {
-            let ids = with(|s| s.closing.remove(qk)).map(|(ids, _)| ids).unwrap_or_default();
+            let ids = with(|s| s.closing.remove(qk))
+                .map(|(ids, _)| ids)
+                .unwrap_or_default();
             if let Ok(o) = semaphore::return_ids(sem, &ids) {
                 let event = (!o.reply.is_empty()).then_some(Event::SemaphoreClosed);
                 stats::SEM_KEEPALIVE_RETURNED.add(o.reply.len() as u64);
@@ -502,7 +573,7 @@ pub fn give_back(ctx: Ctx, qk: &QueueKey, permits: &Permits) -> Outcome {
                 arm_sweep(ctx, sem);
             }
         }
-    }))
+    }
 }
 
 fn permit_id(holder: &[u8]) -> Option<PermitId> {
@@ -561,6 +632,6 @@ pub fn renew_tied(ctx: Ctx, qk: &QueueKey, holder: &ties::Holder) -> Outcome {
             ties::untie(qk, holder);
             Outcome::Done
         }
-        None => Outcome::Retry,
+        None => not_now(ctx, qk),
     }
 }
