@@ -598,6 +598,38 @@ fn replicas_acknowledge_or_undo(kind: Kind) {
         "{kind}: handed on after the undo"
     );
     drop(frozen);
+    // Re-checked when sent: ids that lapsed before the replica acknowledged
+    // them are not a success (NOREPLICAS), and no tie is made.
+    c.cmd(&["SEMAPHORE.RELEASE", "s", "COUNT", "2"]);
+    let frozen = Frozen::new(&r);
+    c.send(&[
+        "SEMAPHORE.LEASE",
+        "s",
+        "COUNT",
+        "2",
+        "PX",
+        "150",
+        "KEEPALIVE",
+        "REPLICAS",
+        "1",
+        "5000",
+    ]);
+    assert!(
+        c.try_read_reply(Duration::from_millis(400)).is_none(),
+        "{kind}"
+    );
+    drop(frozen);
+    let lost = c.read_reply();
+    let Reply::Error(text) = &lost else {
+        panic!("{kind}: a lapsed grant answered {lost:?}");
+    };
+    assert!(
+        text.starts_with("NOREPLICAS ") && text.contains("lost"),
+        "{kind}: {text}"
+    );
+    assert_eq!(sem_field(&mut c, "s", "keepalive"), 0, "{kind}");
+    assert_eq!(count(&mut c, "s"), 2, "{kind}: swept back at the deadline");
+    assert!(lock_stat(&p, "stale_grants") >= 1);
     assert!(lock_stat(&p, "noreplicas") >= 4);
     assert_eq!(
         lock_stat(&p, "semaphore_taken_back"),
