@@ -632,6 +632,13 @@ pub fn renew_tied(ctx: Ctx, qk: &QueueKey, holder: &ties::Holder) -> Outcome {
             ties::untie(qk, holder);
             Outcome::Done
         }
-        None => not_now(ctx, qk),
+        None => match not_now(ctx, qk) {
+            Outcome::Retry => Outcome::Retry,
+            // Gone with its slot: nothing here to keep alive.
+            Outcome::Done => {
+                ties::untie(qk, holder);
+                Outcome::Done
+            }
+        },
     }
 }
