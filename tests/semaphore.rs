@@ -904,7 +904,130 @@ fn module_unload_with_leases_pending(kind: Kind) {
     assert!(ok, "{kind}: swept at its deadline after the reload");
 }
 
+/// Random SEMAPHORE.* and LATCH.* calls (random arity, options, numbers,
+/// ids, binary junk; plain, in MULTI, in EVAL) on semaphores, latches and
+/// keys of other types: every one answered, the server alive, a key no
+/// call names untouched, nothing panicked.
+fn random_calls_never_crash(kind: Kind) {
+    use testkit::rng::Rng;
+    let s = Server::start(kind);
+    let mut c = s.client();
+    c.cmd(&["SET", "sentinel", "keep"]);
+    let sentinel = key_state(&mut c, b"sentinel");
+    let names = [
+        "SEMAPHORE.CREATE",
+        "SEMAPHORE.ADD",
+        "SEMAPHORE.ACQUIRE",
+        "SEMAPHORE.RELEASE",
+        "SEMAPHORE.LEASE",
+        "SEMAPHORE.RETURN",
+        "SEMAPHORE.RENEW",
+        "SEMAPHORE.INFO",
+        "SEMAPHORE.DRAIN",
+        "LATCH.CREATE",
+        "LATCH.COUNTDOWN",
+        "LATCH.AWAIT",
+        "LATCH.COUNT",
+    ];
+    let words = [
+        "COUNT",
+        "PX",
+        "EX",
+        "BLOCK",
+        "KEEPALIVE",
+        "REPLICAS",
+        "TOKEN",
+        "count",
+        "px",
+    ];
+    let numbers = [
+        "0",
+        "1",
+        "2",
+        "3",
+        "-1",
+        "10",
+        "100",
+        "100000",
+        "100001",
+        "9223372036854775807",
+        "-9223372036854775808",
+        "1.5",
+        "",
+        "0x10",
+        " 1",
+    ];
+    let keys = ["s", "l", "{s}:timeout", "list", "hash", "str", "a{b"];
+    c.cmd(&["RPUSH", "list", "x"]);
+    c.cmd(&["HSET", "hash", "f", "v"]);
+    c.cmd(&["SET", "str", "abc"]);
+    let mut ids: Vec<Vec<u8>> = vec![b"0123456789abcdef0123456789ABCDEF".to_vec()];
+    let mut rng = Rng::new(0x5e4a ^ kind as u64);
+    for i in 0..3000 {
+        let name = *rng.pick(&names);
+        let mut cmd: Vec<Vec<u8>> = vec![name.as_bytes().to_vec()];
+        if !rng.chance(3) {
+            cmd.push(rng.pick(&keys).as_bytes().to_vec());
+        }
+        for _ in 0..rng.below(6) {
+            cmd.push(match rng.below(6) {
+                0 | 1 => rng.pick(&words).as_bytes().to_vec(),
+                2 | 3 => rng.pick(&numbers).as_bytes().to_vec(),
+                4 => rng.pick(&ids).clone(),
+                _ => {
+                    let n = rng.below(40) as usize;
+                    rng.bytes(n)
+                }
+            });
+        }
+        // BLOCK 0 would wait: give every BLOCK a short time.
+        for j in 0..cmd.len() {
+            if cmd[j].eq_ignore_ascii_case(b"BLOCK") && j + 1 < cmd.len() {
+                cmd[j + 1] = b"5".to_vec();
+            }
+        }
+        let r = match i % 10 {
+            8 => {
+                c.cmd(&["MULTI"]);
+                let queued = c.cmd(&cmd);
+                let exec = c.cmd(&["EXEC"]);
+                if queued.is_error() {
+                    exec
+                } else {
+                    exec.as_array()[0].clone()
+                }
+            }
+            9 => {
+                let mut eval: Vec<Vec<u8>> = vec![
+                    b"EVAL".to_vec(),
+                    b"return redis.pcall(unpack(ARGV))".to_vec(),
+                    b"0".to_vec(),
+                ];
+                eval.extend(cmd.iter().cloned());
+                c.cmd(&eval)
+            }
+            _ => c.cmd(&cmd),
+        };
+        if let Reply::Array(items) = &r {
+            for it in items {
+                if let Reply::Bulk(b) = it
+                    && b.len() == 32
+                {
+                    ids.push(b.clone());
+                }
+            }
+        }
+        if let Reply::Error(e) = &r {
+            assert!(!e.contains("internal error"), "{kind}: {cmd:?} -> {e}");
+        }
+    }
+    assert_eq!(c.cmd(&["PING"]), Reply::Status("PONG".into()), "{kind}");
+    assert_eq!(key_state(&mut c, b"sentinel"), sentinel, "{kind}");
+    assert!(s.log().lines().all(|l| !l.contains("panic")), "{kind}");
+}
+
 per_kind!(
+    random_calls_never_crash,
     module_unload_with_leases_pending,
     layout_is_redissons,
     replies,
