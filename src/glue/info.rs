@@ -6,7 +6,7 @@ use std::ffi::CString;
 use super::runtime::ffi::Ctx;
 use super::runtime::register::{self, InfoSink};
 use super::store::metrics;
-use super::waiting::{acks, holds, queues, ties};
+use super::waiting::{acks, holds, queues, semaphore, ties};
 use super::{eviction, stats};
 
 pub fn register(ctx: Ctx) {
@@ -38,6 +38,30 @@ fn info(sink: &mut InfoSink) {
     sink.field(c"tied", ties::count() as u64);
     sink.field(c"awaiting_replicas", acks::count() as u64);
     sink.field(c"stale_grants", stats::STALE_GRANTS.get());
+    // Semaphores (SEMAPHORE.*); their waits count in `blocked`,
+    // `granted_after_wait`, `timed_out` above.
+    sink.field(c"semaphore_acquired", stats::SEM_ACQUIRED.get());
+    sink.field(c"semaphore_leased", stats::SEM_LEASED.get());
+    sink.field(c"semaphore_busy", stats::SEM_BUSY.get());
+    sink.field(c"semaphore_released", stats::SEM_RELEASED.get());
+    sink.field(c"semaphore_returned", stats::SEM_RETURNED.get());
+    sink.field(c"semaphore_not_leased", stats::SEM_NOT_LEASED.get());
+    sink.field(c"semaphore_renewed", stats::SEM_RENEWED.get());
+    sink.field(c"semaphore_expired", stats::SEM_EXPIRED.get());
+    sink.field(
+        c"semaphore_keepalive_returned",
+        stats::SEM_KEEPALIVE_RETURNED.get(),
+    );
+    sink.field(c"semaphore_taken_back", stats::SEM_TAKEN_BACK.get());
+    sink.field(c"semaphore_published", stats::SEM_PUBLISHED.get());
+    sink.field(c"semaphore_sweeps", semaphore::sweeps() as u64);
+    // Latches (LATCH.*).
+    sink.field(c"latch_counted_down", stats::LATCH_COUNTED_DOWN.get());
+    sink.field(c"latch_opened", stats::LATCH_OPENED.get());
+    sink.field(
+        c"latch_awaits_answered",
+        stats::LATCH_RELEASED_WAITERS.get(),
+    );
     sink.field(c"holds_tracked", holds::count() as u64);
     sink.section(c"metrics");
     for (family, f) in metrics::snapshot() {

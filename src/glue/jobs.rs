@@ -10,6 +10,10 @@
 //! | `Renew` | a KEEPALIVE tie, every third of its lease | dropped | waits |
 //! | `Closed`, `Release` | a tied connection closing | dropped | waits |
 //! | `TakeBack`, `Restore` | an undelivered grant, an unacknowledged call | dropped | waits |
+//! | `Sweep` | a semaphore's earliest lease deadline; a foreign write to its `{key}:timeout` | dropped | waits |
+//! | `Permits` | a semaphore grant undone (REPLICAS, undelivered), a tied connection's permits | dropped | waits |
+//! | `Discover` | the first SEMAPHORE.* command, a promotion: semaphores' lease sets found by SCAN, a step at a time | dropped | waits |
+//! | `Serve`, `Due` of a latch queue | as above; a latch's key deadline | run (read-only: answers LATCH.AWAIT ... BLOCK waiters there) | waits |
 //!
 //! Jobs that write act only on a primary (a replica grants nothing; its
 //! waiters were answered when it was demoted) and never while writes are
@@ -22,8 +26,8 @@ use crate::glue::scheduler::{self, Job, Outcome};
 use crate::glue::stats;
 use crate::glue::store::ids::TieKind;
 use crate::glue::store::{metrics, server};
-use crate::glue::waiting::lock;
 use crate::glue::waiting::{acks, callbacks, delivery, holds, queues, serve, ties};
+use crate::glue::waiting::{lock, semaphore};
 
 /// How often to look again while writes are paused.
 const PAUSE_RETRY_MS: i64 = 5;
@@ -55,6 +59,16 @@ pub fn run(ctx: Ctx, job: Job) {
         Job::Deliver => delivery::flush(ctx),
         Job::Expire if !server::is_primary() => {}
         Job::Expire => holds::expire_due(ctx),
+        // A replica answers its latch waiters from what the primary
+        // replicates (serving a latch writes nothing).
+        Job::Serve(qk) if !server::is_primary() && is_latch(&qk) => {
+            queues::with_queue(qk.db, &qk.name, |q| q.serve = None);
+            serve::serve_key(ctx, &qk);
+        }
+        Job::Due(qk) if !server::is_primary() && is_latch(&qk) => {
+            queues::with_queue(qk.db, &qk.name, |q| q.hand_on = None);
+            serve::due(ctx, &qk);
+        }
         job if !server::is_primary() => drop(job),
         job if server::writes_paused(ctx) => {
             scheduler::at(ctx, ctx.now().saturating_add(PAUSE_RETRY_MS), job);
@@ -65,6 +79,10 @@ pub fn run(ctx: Ctx, job: Job) {
             }
         }
     }
+}
+
+fn is_latch(qk: &crate::glue::store::QueueKey) -> bool {
+    queues::family(qk) == Some(queues::Family::Latch)
 }
 
 /// After every batch of jobs: the answers they produced go out.
@@ -129,6 +147,20 @@ fn run_writing(ctx: Ctx, job: Job) -> Option<Job> {
                 }
                 stats::NOREPLICAS.bump();
                 left.handle.fail(left.error);
+            }
+            None
+        }
+        Job::Sweep(qk) => {
+            let outcome = semaphore::sweep(ctx, &qk);
+            retry(outcome, Job::Sweep(qk))
+        }
+        Job::Permits(qk, permits) => {
+            let outcome = semaphore::give_back(ctx, &qk, &permits);
+            retry(outcome, Job::Permits(qk, permits))
+        }
+        Job::Discover(db, cursor) => {
+            if let Some(next) = semaphore::discover(ctx, db, &cursor) {
+                scheduler::soon(ctx, Job::Discover(db, next));
             }
             None
         }

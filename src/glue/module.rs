@@ -13,7 +13,7 @@ use super::config::{SETTINGS, Setting};
 use super::runtime::ffi::{self, Ctx, Level, RStr, raw};
 use super::runtime::{firewall, hooks, register};
 use super::store::{ONE, lifecycle, metrics, notify, server};
-use super::waiting::{acks, delivery, holds, queues, serve, ties};
+use super::waiting::{acks, delivery, holds, queues, semaphore, serve, ties};
 use super::{commands, events, eviction, info, jobs, scheduler};
 use crate::core::number::parse_i64;
 
@@ -55,7 +55,7 @@ pub fn load(ctx: Ctx, args: &[RStr]) -> Result<(), String> {
     lifecycle::refresh(ctx);
     metrics::refresh(ctx);
     holds::init(serve::lapse_check, serve::expired);
-    register::resetstat_filter(ctx, metrics::reset)?;
+    events::filter_commands(ctx)?;
     if !register::has_acl_categories() {
         ctx.log(
             Level::Warning,
@@ -70,19 +70,20 @@ pub fn load(ctx: Ctx, args: &[RStr]) -> Result<(), String> {
 pub fn unload() -> Result<(), String> {
     // Clients waiting, ties, answers on their way or jobs about to call back
     // into us: not now.
-    // The expiry watch (lifecycle events) is not a reason to stay: it goes.
-    holds::stop_watch();
+    // A semaphore's sweep at a lease deadline is not a client waiting: it
+    // is dropped (the leases lapse on their own; the next call sweeps).
     if queues::totals() != (0, 0)
         || acks::count() > 0
         || ties::count() > 0
         || delivery::count() > 0
-        || scheduler::pending() > 0
+        || scheduler::pending() > semaphore::sweeps()
     {
         return Err(
             "cannot unload while clients wait for locks or locks are tied to connections; try again later"
                 .into(),
         );
     }
+    semaphore::drop_sweeps();
     ONE.free();
     notify::MESSAGE.free();
     register::clear();

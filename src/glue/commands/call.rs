@@ -35,6 +35,11 @@ impl Call {
         }
     }
 
+    /// The call's context.
+    pub fn ctx(&self) -> Ctx {
+        self.ctx
+    }
+
     fn flags(&self) -> u32 {
         match self.flags.get() {
             Some(f) => f,

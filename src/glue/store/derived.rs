@@ -3,7 +3,7 @@
 //! so Redis checks no ACL key pattern for them: the module checks the
 //! calling user's access itself, before anything is written.
 
-use crate::core::channel::token_key;
+use crate::core::channel::{timeout_key, token_key};
 use crate::core::command::KeyAccess;
 use crate::core::{LockError, LockResult};
 use crate::glue::runtime::ffi::{CallerUser, Ctx, OwnedStr, RStr};
@@ -29,14 +29,43 @@ pub fn check_existing_token_read(ctx: Ctx, key: &RStr) -> LockResult<()> {
     check(ctx, &name, KeyAccess::Read)
 }
 
+/// NOPERM unless the calling user may access the lease set
+/// `{key}:timeout` of the semaphore at `key` as `access`. `always`: the
+/// call may create the set (SEMAPHORE.LEASE); otherwise only a set that
+/// exists is read or written, so only then is the permission needed.
+pub fn check_timeout_access(
+    ctx: Ctx,
+    key: &RStr,
+    access: KeyAccess,
+    always: bool,
+) -> LockResult<()> {
+    let name = OwnedStr::new(&timeout_key(key.as_ref()));
+    if !always && RawKey::open(ctx, &name, false).kind() == KeyKind::Empty {
+        return Ok(());
+    }
+    check_as(
+        ctx,
+        &name,
+        access,
+        "the semaphore's lease set ({key}:timeout)",
+    )
+}
+
 fn check(ctx: Ctx, name: &RStr, access: KeyAccess) -> LockResult<()> {
+    check_as(
+        ctx,
+        name,
+        access,
+        "the lock's fencing-token counter (redisson_lock_token:...)",
+    )
+}
+
+fn check_as(ctx: Ctx, name: &RStr, access: KeyAccess, what: &'static str) -> LockResult<()> {
     let Some(user) = CallerUser::of(ctx) else {
         return Ok(());
     };
     match user.may_access(name, acl_flags(access)) {
         true => Ok(()),
-        false => Err(LockError::NoPerm(
-            "the lock's fencing-token counter (redisson_lock_token:...)",
-        )),
+        false => Err(LockError::NoPerm(what)),
     }
 }

@@ -32,12 +32,21 @@ use crate::glue::runtime::ffi::{Ctx, OwnedStr};
 use crate::glue::scheduler::{self, Job, JobId};
 use crate::glue::stats;
 use crate::glue::store::ids::{Counter, PendingId};
-use crate::glue::store::{LockKey, Mode, QueueKey, server};
+use crate::glue::store::{LockKey, Mode, QueueKey, SemKey, server};
 
 /// What a grant is checked against when it is sent.
 pub enum Verify {
     /// `owner` still holds the lock at `key`.
     Lock { key: QueueKey, owner: OwnedStr },
+    /// Anonymous semaphore permits: they cannot lapse or move, so the
+    /// grant stands whatever happened to the key; only the node's role is
+    /// checked (a node demoted since grants nothing).
+    Anonymous,
+    /// Every one of `ids` is still leased at the semaphore at `key`.
+    Permits {
+        key: QueueKey,
+        ids: Vec<crate::core::semaphore::PermitId>,
+    },
 }
 
 impl Verify {
@@ -52,7 +61,24 @@ impl Verify {
                 let mut lock = LockKey::open(ctx, &name, Mode::Read);
                 matches!(rules::holding(&mut lock, owner), Ok(Holding::Mine { .. }))
             }
+            Verify::Anonymous => true,
+            Verify::Permits { key, ids } => {
+                if !ctx.select_db(key.db) {
+                    return false;
+                }
+                let name = OwnedStr::new(&key.name);
+                let mut sem = SemKey::open(ctx, &name, Mode::Read);
+                crate::core::semaphore::all_leased(&mut sem, ids)
+            }
         }
+    }
+
+    /// Whether a grant that no longer stands when sent is still taken back
+    /// (its undo runs): permit ids are this grant's alone, so the ones
+    /// still leased (if some lapsed or were returned by hand) must go back
+    /// to the pool; a lock's owner may hold it again by another call.
+    fn takes_back_refused(&self) -> bool {
+        matches!(self, Verify::Permits { .. })
     }
 }
 
@@ -197,6 +223,11 @@ fn send(ctx: Ctx, pending: Pending) {
     }
     if !verify.holds(ctx) {
         stats::STALE_GRANTS.bump();
+        if verify.takes_back_refused()
+            && let Some(undo) = undo
+        {
+            scheduler::soon(ctx, undo);
+        }
         unblock(handle, refusal, None);
         return;
     }

@@ -302,6 +302,11 @@ pub fn count() -> usize {
     with(|h| h.holds.len())
 }
 
+/// Whether the expiry watch job is pending (0 or 1).
+pub fn watching() -> usize {
+    usize::from(with(|h| h.watch.is_some()))
+}
+
 /// Drops the expiry watch (module unload: it is no reason to stay loaded).
 pub fn stop_watch() {
     if let Some((job, _)) = with(|h| h.watch.take()) {

@@ -63,7 +63,15 @@ pub fn serve(ctx: Ctx, lock: &mut LockKey<'_>) -> bool {
         let Some(taken) = queues::take_out(id) else {
             break;
         };
-        let Ask::Lock(ask) = &taken.waiter.ask;
+        let Ask::Lock(ask) = &taken.waiter.ask else {
+            // Another primitive's waiter heads this key's queue: its own
+            // serving (by the head's family) takes over.
+            queues::put_back(taken);
+            if let Some(qk) = queues::queue_key(db, key) {
+                scheduler::soon(ctx, Job::Serve(qk));
+            }
+            break;
+        };
         let claim = Claim {
             owner: &*ask.owner,
             lease: ask.lease,
@@ -116,7 +124,9 @@ fn cancel_timeout(waiter: &Waiter) {
 fn deliver(ctx: Ctx, db: i32, key: &[u8], waiter: Waiter, holds: i64, token: Option<i64>) {
     cancel_timeout(&waiter);
     stats::GRANTED_AFTER_WAIT.bump();
-    let Ask::Lock(ask) = waiter.ask;
+    let Ask::Lock(ask) = waiter.ask else {
+        return;
+    };
     let qk = QueueKey::new(db, key);
     let tie = ties::decide(
         db,
@@ -180,22 +190,7 @@ fn schedule_hand_on(ctx: Ctx, db: i32, key: &[u8], deadline: Option<Millis>, rep
     // (measured: `make bench` B4 saw a grant 0.5 ms early). So run 1 ms
     // after the deadline and let Redis expire the key when it is opened.
     let due = deadline.map(|d| d.saturating_add(1));
-    // The queue's current hand-on; nothing to do without a queue.
-    let Some(current) = queues::with_queue(db, key, |q| q.hand_on) else {
-        return;
-    };
-    if let Some(job) = current {
-        if !replace && due.is_some_and(|due| job.due <= due) {
-            return;
-        }
-        scheduler::cancel(job);
-        queues::with_queue(db, key, |q| q.hand_on = None);
-    }
-    let (Some(due), Some(qk)) = (due, queues::queue_key(db, key)) else {
-        return;
-    };
-    let job = scheduler::at(ctx, due, Job::Due(qk));
-    queues::with_queue(db, key, |q| q.hand_on = Some(job));
+    queues::arm_due(ctx, db, key, due, replace);
 }
 
 /// Runs `f` on the lock at `qk` from a job, if this node serves the key

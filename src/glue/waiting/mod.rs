@@ -11,6 +11,9 @@
 //!   events at the deadline).
 //! - `lock`: serving a lock's queue when it stops being held, and the
 //!   lock's deferred work (take-backs, tied renewals and releases).
+//! - `semaphore`: serving a semaphore's queue, its lease deadlines
+//!   (sweeps), its tied permits and its undos.
+//! - `latch`: answering a latch's waiters when it opens.
 //! - `serve`: what a queue or a tie falls due for, by primitive.
 
 pub mod acks;
@@ -18,8 +21,10 @@ pub mod callbacks;
 pub mod delivery;
 pub mod handle;
 pub mod holds;
+pub mod latch;
 pub mod lock;
 pub mod serve;
 pub mod queues;
+pub mod semaphore;
 pub mod slot;
 pub mod ties;

@@ -19,8 +19,9 @@ use hashbrown::HashMap;
 use super::handle::Blocked;
 use crate::core::Millis;
 use crate::core::request::Replicas;
+use crate::glue::runtime::ffi::Ctx;
 use crate::glue::runtime::ffi::OwnedStr;
-use crate::glue::scheduler::JobId;
+use crate::glue::scheduler::{self, Job, JobId};
 use crate::glue::store::ids::{ClientId, Counter, WaiterId};
 use crate::glue::store::{KeyRef, QueueKey};
 
@@ -29,6 +30,10 @@ use crate::glue::store::{KeyRef, QueueKey};
 pub enum Ask {
     /// LOCK.ACQUIRE ... BLOCK.
     Lock(LockAsk),
+    /// SEMAPHORE.ACQUIRE / SEMAPHORE.LEASE ... BLOCK (one queue for both).
+    Semaphore(crate::core::semaphore::Want),
+    /// LATCH.AWAIT ... BLOCK.
+    Latch,
 }
 
 /// A lock request (LOCK.ACQUIRE).
@@ -44,19 +49,26 @@ pub struct LockAsk {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Family {
     Lock,
+    Semaphore,
+    Latch,
 }
 
 impl Ask {
     pub fn family(&self) -> Family {
         match self {
             Ask::Lock(_) => Family::Lock,
+            Ask::Semaphore(_) => Family::Semaphore,
+            Ask::Latch => Family::Latch,
         }
     }
 
     /// The primitive its wait is measured under (`INFO lock`).
     pub fn measured(&self) -> crate::glue::store::metrics::Family {
+        use crate::glue::store::metrics::Family as M;
         match self {
-            Ask::Lock(_) => crate::glue::store::metrics::Family::Lock,
+            Ask::Lock(_) => M::Lock,
+            Ask::Semaphore(_) => M::Semaphore,
+            Ask::Latch => M::Latch,
         }
     }
 
@@ -64,6 +76,7 @@ impl Ask {
     pub fn owner(&self) -> Option<&[u8]> {
         match self {
             Ask::Lock(a) => (!a.generated).then_some(a.owner.as_ref()),
+            Ask::Semaphore(_) | Ask::Latch => None,
         }
     }
 
@@ -71,6 +84,8 @@ impl Ask {
     pub fn describe(&self) -> String {
         match self {
             Ask::Lock(_) => "lock".into(),
+            Ask::Semaphore(want) => want.describe(),
+            Ask::Latch => "await".into(),
         }
     }
 }
@@ -355,6 +370,28 @@ pub fn remove(id: WaiterId) -> Option<(Waiter, Vec<JobId>, Vec<QueueKey>)> {
             .collect();
         Some((s.waiter, jobs, headed))
     })
+}
+
+/// Makes sure the queue at `key` is looked at (a `Due` job) at `due`
+/// (`None`: no deadline matters now). Unless `replace`, an earlier one
+/// already scheduled is kept: it finds nothing to do and arms again.
+pub fn arm_due(ctx: Ctx, db: i32, key: &[u8], due: Option<Millis>, replace: bool) {
+    // The queue's current one; nothing to do without a queue.
+    let Some(current) = with_queue(db, key, |q| q.hand_on) else {
+        return;
+    };
+    if let Some(job) = current {
+        if !replace && due.is_some_and(|due| job.due <= due) {
+            return;
+        }
+        scheduler::cancel(job);
+        with_queue(db, key, |q| q.hand_on = None);
+    }
+    let (Some(due), Some(qk)) = (due, queue_key(db, key)) else {
+        return;
+    };
+    let job = scheduler::at(ctx, due, Job::Due(qk));
+    with_queue(db, key, |q| q.hand_on = Some(job));
 }
 
 /// The key's queue, to read or change its jobs.

@@ -2,9 +2,10 @@
 //! (`jobs.rs`) come here; each primitive's file does the work.
 
 use super::holds::LapseCheck;
-use super::lock;
+
 use crate::glue::store::metrics::Family as Measured;
 use super::queues::{self, Family};
+use super::{latch, lock, semaphore};
 use crate::glue::runtime::ffi::Ctx;
 use crate::glue::scheduler::Outcome;
 use crate::glue::store::ids::TieKind;
@@ -16,6 +17,8 @@ pub fn serve_key(ctx: Ctx, qk: &QueueKey) -> Outcome {
     match queues::family(qk) {
         None => Outcome::Done,
         Some(Family::Lock) => lock::serve_key(ctx, qk),
+        Some(Family::Semaphore) => semaphore::serve_key(ctx, qk),
+        Some(Family::Latch) => latch::serve_key(ctx, qk),
     }
 }
 
@@ -24,6 +27,10 @@ pub fn due(ctx: Ctx, qk: &QueueKey) -> Outcome {
     match queues::family(qk) {
         None => Outcome::Done,
         Some(Family::Lock) => lock::due(ctx, qk),
+        // A semaphore's deadlines are its sweeps'; a latch's is its key's
+        // expiry, which serving finds.
+        Some(Family::Semaphore) => semaphore::serve_key(ctx, qk),
+        Some(Family::Latch) => latch::serve_key(ctx, qk),
     }
 }
 
@@ -31,6 +38,7 @@ pub fn due(ctx: Ctx, qk: &QueueKey) -> Outcome {
 pub fn renew_tie(ctx: Ctx, qk: &QueueKey, holder: &Holder, kind: TieKind) -> Outcome {
     match kind {
         TieKind::Lock => lock::renew_tied(ctx, qk, holder),
+        TieKind::Permit => semaphore::renew_tied(ctx, qk, holder),
     }
 }
 
@@ -53,5 +61,6 @@ pub fn expired(ctx: Ctx, family: Measured, qk: &QueueKey) {
 pub fn release_tie(ctx: Ctx, qk: &QueueKey, holder: &Holder, kind: TieKind) -> Outcome {
     match kind {
         TieKind::Lock => lock::release_tied(ctx, qk, holder),
+        TieKind::Permit => semaphore::release_tied(ctx, qk, holder),
     }
 }

@@ -124,6 +124,8 @@ pub enum Change {
         holder: Holder,
         lease: Lease,
     },
+    /// Several changes, in order (a LEASE ties each of its permits).
+    Many(Vec<Change>),
 }
 
 /// The tie change of a call on `key` in `db` by `holder`: with KEEPALIVE
@@ -173,6 +175,11 @@ pub fn apply(ctx: Ctx, change: Change) {
         }
         Change::Clear { key } => clear_key(&key),
         Change::Retime { key, holder, lease } => retime(ctx, key, holder, lease),
+        Change::Many(changes) => {
+            for change in changes {
+                apply(ctx, change);
+            }
+        }
     }
 }
 
@@ -273,6 +280,19 @@ pub fn is_tied(db: i32, key: &[u8], holder: &[u8]) -> bool {
         t.keys
             .get(&KeyRef { db, name: key })
             .is_some_and(|at| at.contains_key(holder))
+    })
+}
+
+/// The holders tied at `key` (SEMAPHORE.INFO's `keepalive`).
+pub fn holders_at(db: i32, key: &[u8]) -> Vec<Holder> {
+    if !any() {
+        return Vec::new();
+    }
+    with(|t| {
+        t.keys
+            .get(&KeyRef { db, name: key })
+            .map(|at| at.keys().cloned().collect())
+            .unwrap_or_default()
     })
 }
 
