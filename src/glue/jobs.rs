@@ -10,6 +10,9 @@
 //! | `Renew` | a KEEPALIVE tie, every third of its lease | dropped | waits |
 //! | `Closed`, `Release` | a tied connection closing | dropped | waits |
 //! | `TakeBack`, `Restore` | an undelivered grant, an unacknowledged call | dropped | waits |
+//! | `RwDue` | an RW lock's next deadline; a foreign change to it or to a read hold's timeout key | dropped | waits |
+//! | `RwTakeBack`, `RwRestore` | an undelivered or unacknowledged RWLOCK grant / renewal | dropped | waits |
+//! | `Many` | LOCK.MACQUIRE's undo (a `TakeBack` per key) | dropped | waits |
 //!
 //! Jobs that write act only on a primary (a replica grants nothing; its
 //! waiters were answered when it was demoted) and never while writes are
@@ -22,7 +25,7 @@ use crate::glue::scheduler::{self, Job, Outcome};
 use crate::glue::stats;
 use crate::glue::store::ids::TieKind;
 use crate::glue::store::server;
-use crate::glue::waiting::lock;
+use crate::glue::waiting::{lock, rwlock};
 use crate::glue::waiting::{acks, callbacks, delivery, queues, serve, ties};
 
 /// How often to look again while writes are paused.
@@ -116,6 +119,25 @@ fn run_writing(ctx: Ctx, job: Job) -> Option<Job> {
         Job::Restore(qk, owner, deadline) => {
             let outcome = lock::restore(ctx, &qk, &owner, deadline);
             retry(outcome, Job::Restore(qk, owner, deadline))
+        }
+        Job::RwDue(qk) => {
+            let outcome = rwlock::due(ctx, &qk);
+            retry(outcome, Job::RwDue(qk))
+        }
+        Job::RwTakeBack(qk, owner, mode) => {
+            let outcome = rwlock::take_back(ctx, &qk, &owner, mode);
+            retry(outcome, Job::RwTakeBack(qk, owner, mode))
+        }
+        Job::RwRestore(qk, owner, undo) => {
+            let outcome = rwlock::restore(ctx, &qk, &owner, &undo);
+            retry(outcome, Job::RwRestore(qk, owner, undo))
+        }
+        Job::Many(jobs) => {
+            let again: Vec<Job> = jobs
+                .into_iter()
+                .filter_map(|job| run_writing(ctx, job))
+                .collect();
+            (!again.is_empty()).then_some(Job::Many(again))
         }
         Job::AckTimeout(id) => {
             if let Some(left) = acks::leave(id) {

@@ -27,6 +27,7 @@ use super::runtime::timer::{self, Timer};
 use super::store::ids::{AckId, ClientId, TieKind, WaiterId};
 use super::store::{Holder, QueueKey, server};
 use crate::core::Millis;
+use crate::core::rwlock::{RenewUndo, RwMode};
 
 /// Longest stretch of jobs run in one go.
 const BUDGET: Duration = Duration::from_millis(1);
@@ -66,6 +67,17 @@ pub enum Job {
     AckTimeout(AckId),
     /// Send the answers waiting for delivery.
     Deliver,
+    /// An RW lock's next deadline has come, or something changed it or one
+    /// of its read holds' timeout keys: sweep what lapsed, serve its queue,
+    /// arm the next deadline.
+    RwDue(QueueKey),
+    /// Take back one hold of this mode given to this owner of an RW lock
+    /// (undelivered, or not acknowledged by the replicas).
+    RwTakeBack(QueueKey, OwnedStr, RwMode),
+    /// Put back the deadlines an RW renewal replaced (not acknowledged).
+    RwRestore(QueueKey, OwnedStr, RenewUndo),
+    /// Several jobs as one (LOCK.MACQUIRE's undo: a take-back per key).
+    Many(Vec<Job>),
 }
 
 /// A scheduled job: when, and a sequence number (ties run in order).

@@ -11,8 +11,10 @@ mod acquire;
 mod call;
 mod force_release;
 mod info;
+mod multi;
 mod release;
 mod renew;
+mod rwlock;
 mod waiters;
 
 use crate::core::command::{COMMANDS, Command};
@@ -29,6 +31,13 @@ fn handler(command: Command) -> Option<Handler> {
         Command::Info => info::run,
         Command::ForceRelease => force_release::run,
         Command::Waiters => waiters::run,
+        Command::RwAcquire => rwlock::acquire::run,
+        Command::RwRelease => rwlock::release::run,
+        Command::RwRenew => rwlock::renew::run,
+        Command::RwInfo => rwlock::info::run,
+        Command::RwForceRelease => rwlock::force_release::run,
+        Command::MAcquire => multi::acquire,
+        Command::MRelease => multi::release,
         _ => return None,
     })
 }

@@ -34,4 +34,7 @@ impl Counter {
 pub enum TieKind {
     /// A LOCK.* lock, held by the tie's holder (its owner).
     Lock,
+    /// Every hold (READ and WRITE) of one owner of an RWLOCK.* lock: the
+    /// tie's holder is the owner.
+    Rw,
 }

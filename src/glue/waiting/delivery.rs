@@ -27,17 +27,27 @@ use super::slot::{Stage, Wake, WakeSlot};
 use super::ties;
 use crate::core::LockError;
 use crate::core::rules::{self, Holding};
+use crate::core::rwlock::{self, RwMode};
 use crate::glue::runtime::blocked::BlockedClient;
 use crate::glue::runtime::ffi::{Ctx, OwnedStr};
 use crate::glue::scheduler::{self, Job, JobId};
 use crate::glue::stats;
 use crate::glue::store::ids::{Counter, PendingId};
-use crate::glue::store::{LockKey, Mode, QueueKey, server};
+use crate::glue::store::{LockKey, Mode, QueueKey, RwKey, server};
 
 /// What a grant is checked against when it is sent.
 pub enum Verify {
     /// `owner` still holds the lock at `key`.
     Lock { key: QueueKey, owner: OwnedStr },
+    /// `owner` still holds the RW lock at `key`: a hold of `mode`, or
+    /// (`None`, a renewal) any hold.
+    Rw {
+        key: QueueKey,
+        owner: OwnedStr,
+        mode: Option<RwMode>,
+    },
+    /// Every one of these stands (LOCK.MACQUIRE: the owner holds every key).
+    All(Vec<Verify>),
 }
 
 impl Verify {
@@ -52,6 +62,20 @@ impl Verify {
                 let mut lock = LockKey::open(ctx, &name, Mode::Read);
                 matches!(rules::holding(&mut lock, owner), Ok(Holding::Mine { .. }))
             }
+            Verify::Rw { key, owner, mode } => {
+                if !ctx.select_db(key.db) {
+                    return false;
+                }
+                let name = OwnedStr::new(&key.name);
+                let mut rw = RwKey::open(ctx, &name, Mode::Read);
+                match (rwlock::holding(&mut rw, owner.as_ref()), mode) {
+                    (Ok(h), Some(RwMode::Read)) => h.reads > 0,
+                    (Ok(h), Some(RwMode::Write)) => h.writes > 0,
+                    (Ok(h), None) => h.any(),
+                    (Err(_), _) => false,
+                }
+            }
+            Verify::All(all) => all.iter().all(|v| v.holds(ctx)),
         }
     }
 }

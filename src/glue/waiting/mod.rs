@@ -7,8 +7,10 @@
 //! - `delivery`: every answer to a blocked client, re-checked and sent
 //!   from a job.
 //! - `callbacks`: what Redis calls for a blocked client.
-//! - `lock`: serving a lock's queue when it stops being held, and the
-//!   lock's deferred work (take-backs, tied renewals and releases).
+//! - `lock`: serving a lock's queue when it stops being held (LOCK.MACQUIRE
+//!   waiters included), and the lock's deferred work (take-backs, tied
+//!   renewals and releases).
+//! - `rwlock`: the same for read-write locks, and their deadlines.
 //! - `serve`: what a queue or a tie falls due for, by primitive.
 
 pub mod acks;
@@ -16,6 +18,7 @@ pub mod callbacks;
 pub mod delivery;
 pub mod handle;
 pub mod lock;
+pub mod rwlock;
 pub mod serve;
 pub mod queues;
 pub mod slot;

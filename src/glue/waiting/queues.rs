@@ -29,6 +29,11 @@ use crate::glue::store::{KeyRef, QueueKey};
 pub enum Ask {
     /// LOCK.ACQUIRE ... BLOCK.
     Lock(LockAsk),
+    /// RWLOCK.ACQUIRE ... BLOCK.
+    Rw(RwAsk),
+    /// LOCK.MACQUIRE ... BLOCK: every one of its keys (the queues it stands
+    /// in, in the order given), all at once.
+    Multi(MultiAsk),
 }
 
 /// A lock request (LOCK.ACQUIRE).
@@ -40,16 +45,35 @@ pub struct LockAsk {
     pub token: bool,
 }
 
-/// The primitives that queue waiters.
+/// A read or write hold of an RW lock (RWLOCK.ACQUIRE).
+pub struct RwAsk {
+    pub owner: OwnedStr,
+    /// `*`: reply with the owner instead of the hold count.
+    pub generated: bool,
+    pub mode: crate::core::rwlock::RwMode,
+    pub lease: crate::core::Lease,
+    pub token: bool,
+}
+
+/// Several locks at once (LOCK.MACQUIRE); the keys are where it stands.
+pub struct MultiAsk {
+    pub owner: OwnedStr,
+    pub lease: crate::core::Lease,
+}
+
+/// The primitives that queue waiters (a LOCK.MACQUIRE waiter waits for
+/// LOCK.* locks: `Lock`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Family {
     Lock,
+    Rw,
 }
 
 impl Ask {
     pub fn family(&self) -> Family {
         match self {
-            Ask::Lock(_) => Family::Lock,
+            Ask::Lock(_) | Ask::Multi(_) => Family::Lock,
+            Ask::Rw(_) => Family::Rw,
         }
     }
 
@@ -57,13 +81,16 @@ impl Ask {
     pub fn owner(&self) -> Option<&[u8]> {
         match self {
             Ask::Lock(a) => (!a.generated).then_some(a.owner.as_ref()),
+            Ask::Rw(a) => (!a.generated).then_some(a.owner.as_ref()),
+            Ask::Multi(a) => Some(a.owner.as_ref()),
         }
     }
 
     /// What it waits for, as LOCK.WAITERS shows it.
     pub fn describe(&self) -> String {
         match self {
-            Ask::Lock(_) => "lock".into(),
+            Ask::Lock(_) | Ask::Multi(_) => "lock".into(),
+            Ask::Rw(a) => a.mode.waits_for().into(),
         }
     }
 }
@@ -279,6 +306,27 @@ pub fn heads(qk: &QueueKey, ticket: u64) -> bool {
             .get(qk)
             .and_then(|q| q.order.first_key_value())
             .is_some_and(|(&t, _)| t == ticket)
+    })
+}
+
+/// Looks at a waiter where it stands (without taking it out).
+pub fn with_waiter<R>(id: WaiterId, f: impl FnOnce(&Waiter) -> R) -> Option<R> {
+    with(|r| r.waiters.get(&id).map(|s| f(&s.waiter)))
+}
+
+/// Whether any waiter queued at `key` asks for something `f` accepts (a
+/// newcomer's RWLOCK.ACQUIRE READ: is a WRITE waiter queued?).
+pub fn any_asking(db: i32, key: &[u8], f: impl Fn(&Ask) -> bool) -> bool {
+    if !any() {
+        return false;
+    }
+    with(|r| {
+        r.queues.get(&KeyRef { db, name: key }).is_some_and(|q| {
+            q.order
+                .values()
+                .filter_map(|id| r.waiters.get(id))
+                .any(|s| f(&s.waiter.ask))
+        })
     })
 }
 

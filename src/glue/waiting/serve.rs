@@ -1,7 +1,7 @@
 //! What a key's queue, or a tie, falls due for — by primitive. The jobs
 //! (`jobs.rs`) come here; each primitive's file does the work.
 
-use super::lock;
+use super::{lock, rwlock};
 use super::queues::{self, Family};
 use crate::glue::runtime::ffi::Ctx;
 use crate::glue::scheduler::Outcome;
@@ -14,6 +14,7 @@ pub fn serve_key(ctx: Ctx, qk: &QueueKey) -> Outcome {
     match queues::family(qk) {
         None => Outcome::Done,
         Some(Family::Lock) => lock::serve_key(ctx, qk),
+        Some(Family::Rw) => rwlock::serve_key(ctx, qk),
     }
 }
 
@@ -22,6 +23,7 @@ pub fn due(ctx: Ctx, qk: &QueueKey) -> Outcome {
     match queues::family(qk) {
         None => Outcome::Done,
         Some(Family::Lock) => lock::due(ctx, qk),
+        Some(Family::Rw) => rwlock::due(ctx, qk),
     }
 }
 
@@ -29,6 +31,7 @@ pub fn due(ctx: Ctx, qk: &QueueKey) -> Outcome {
 pub fn renew_tie(ctx: Ctx, qk: &QueueKey, holder: &Holder, kind: TieKind) -> Outcome {
     match kind {
         TieKind::Lock => lock::renew_tied(ctx, qk, holder),
+        TieKind::Rw => rwlock::renew_tied(ctx, qk, holder),
     }
 }
 
@@ -36,5 +39,6 @@ pub fn renew_tie(ctx: Ctx, qk: &QueueKey, holder: &Holder, kind: TieKind) -> Out
 pub fn release_tie(ctx: Ctx, qk: &QueueKey, holder: &Holder, kind: TieKind) -> Outcome {
     match kind {
         TieKind::Lock => lock::release_tied(ctx, qk, holder),
+        TieKind::Rw => rwlock::release_tied(ctx, qk, holder),
     }
 }

@@ -124,6 +124,9 @@ pub enum Change {
         holder: Holder,
         lease: Lease,
     },
+    /// The changes of one call over several keys (LOCK.MACQUIRE: one per
+    /// key).
+    Many(Vec<Change>),
 }
 
 /// The tie change of a call on `key` in `db` by `holder`: with KEEPALIVE
@@ -152,7 +155,11 @@ pub fn decide(
             lease,
             kind,
         },
-        (None, Granted::Fresh) => Change::Clear { key },
+        // A lock has one holder: any tie left at its key is stale. Other
+        // primitives have several holders (an RW lock's owners): only this
+        // holder's own stale tie goes.
+        (None, Granted::Fresh) if kind == TieKind::Lock => Change::Clear { key },
+        (None, Granted::Fresh) => Change::Untie { key, holder },
         (None, Granted::ReEntry) => Change::Retime { key, holder, lease },
         (None, Granted::Renewal) => Change::Untie { key, holder },
     })
@@ -173,6 +180,11 @@ pub fn apply(ctx: Ctx, change: Change) {
         }
         Change::Clear { key } => clear_key(&key),
         Change::Retime { key, holder, lease } => retime(ctx, key, holder, lease),
+        Change::Many(changes) => {
+            for change in changes {
+                apply(ctx, change);
+            }
+        }
     }
 }
 
