@@ -112,9 +112,12 @@ impl Hooks for Events {
         if is_own_event() {
             return;
         }
-        look_again(ctx, ctx.db(), key.as_ref());
+        let db = ctx.db();
+        look_again(ctx, db, key.as_ref());
         // RW locks: a followed lock's key, or a read hold's timeout key.
-        rwlock::key_event(ctx, ctx.db(), key.as_ref());
+        for lock in rwlock::key_event(ctx, db, key.as_ref()) {
+            look_again(ctx, db, &lock);
+        }
     }
 
     fn server(ctx: Ctx, event: ServerEvent<'_>) {

@@ -10,6 +10,7 @@
 use super::call::{self, Call};
 use crate::core::multi::{self, check_same_slot, parse_macquire, parse_mrelease};
 use crate::core::rules::{Claim, Released};
+use crate::core::store::{LockStore, Shape};
 use crate::core::{LockError, LockResult, Millis};
 use crate::glue::config;
 use crate::glue::runtime::ffi::{Ctx, OwnedStr, RStr};
@@ -149,7 +150,11 @@ pub fn release(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
     }
     for key in freed {
         let mut lock = LockKey::open(ctx, key, Mode::Write);
-        lock::lock_freed(ctx, &mut lock);
+        // Unless serving an earlier key handed this one on already (a
+        // multi-key waiter took both): it is not free, nothing to publish.
+        if lock.shape() == Shape::Missing {
+            lock::lock_freed(ctx, &mut lock);
+        }
     }
     Ok(Reply::Array(
         released

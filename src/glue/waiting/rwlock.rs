@@ -386,9 +386,14 @@ const TIMEOUT_INFIX: &[u8] = b":rwlock_timeout:";
 /// A keyspace event someone else caused (the module's own are filtered
 /// out before): on a followed RW lock's key, or on a read hold's timeout
 /// key (mapped back to its lock by name: every way to read the name, in
-/// a cluster only those in the event key's slot). Queued keys are served
-/// by their own `Serve` job.
-pub fn key_event(ctx: Ctx, db: i32, name: &[u8]) {
+/// a cluster only those in the event key's slot). Returns the locks it
+/// maps to that have a queue: the caller looks at those queues again (its
+/// `Serve` job does this visit too).
+pub fn key_event(ctx: Ctx, db: i32, name: &[u8]) -> Vec<Vec<u8>> {
+    let mut queued = Vec::new();
+    if !server::is_primary() {
+        return queued;
+    }
     if any_followed()
         && queues::len(db, name) == 0
         && with(|t| t.contains_key(&KeyRef { db, name }))
@@ -396,7 +401,7 @@ pub fn key_event(ctx: Ctx, db: i32, name: &[u8]) {
         check_soon(ctx, db, name);
     }
     if !name.windows(TIMEOUT_INFIX.len()).any(|w| w == TIMEOUT_INFIX) {
-        return;
+        return queued;
     }
     let slot = key_slot(name);
     for (key, _, _) in timeout_key_candidates(name) {
@@ -404,13 +409,12 @@ pub fn key_event(ctx: Ctx, db: i32, name: &[u8]) {
             continue;
         }
         if queues::len(db, key) > 0 {
-            if let Some(qk) = queues::queue_key(db, key) {
-                scheduler::soon(ctx, Job::Serve(qk));
-            }
+            queued.push(key.to_vec());
         } else {
             check_soon(ctx, db, key);
         }
     }
+    queued
 }
 
 /// FLUSHDB / FLUSHALL / SWAPDB (no per-key events): every followed lock of

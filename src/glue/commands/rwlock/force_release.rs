@@ -4,6 +4,7 @@ use crate::core::LockResult;
 use crate::core::command::Command;
 use crate::core::rwlock::request::parse_rw_key;
 use crate::core::rwlock;
+use crate::glue::events;
 use crate::glue::runtime::ffi::{Ctx, RStr};
 use crate::glue::runtime::reply::Reply;
 use crate::glue::store::lifecycle::{self, Event};
@@ -14,6 +15,8 @@ use crate::glue::waiting::ties;
 pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
     let req = parse_rw_key(Command::RwForceRelease, args)?;
     let key: &RStr = req.key;
+    // Foreign changes to the lock it follows from now on must reach the module.
+    events::watch_keyspace(ctx)?;
     let mut rw = RwKey::open(ctx, key, Mode::Write);
     waiting::overdue(ctx, &mut rw);
     let outcome = rwlock::force_release(&mut rw)?;

@@ -5,6 +5,7 @@ use crate::core::LockResult;
 use crate::core::rwlock::request::parse_rw_renew;
 use crate::core::rwlock;
 use crate::glue::config;
+use crate::glue::events;
 use crate::glue::runtime::ffi::{Ctx, RStr};
 use crate::glue::runtime::reply::Reply;
 use crate::glue::store::{Mode, RwKey};
@@ -22,6 +23,8 @@ pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
     }
     let key: &RStr = req.key;
     let owner: &[u8] = req.owner.as_ref();
+    // Foreign changes to the lock it follows from now on must reach the module.
+    events::watch_keyspace(ctx)?;
     let mut rw = RwKey::open(ctx, key, Mode::Write);
     waiting::overdue(ctx, &mut rw);
     let outcome = rwlock::renew(&mut rw, owner, lease)?;
