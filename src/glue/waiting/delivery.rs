@@ -5,8 +5,10 @@
 //!   call acknowledged) is checked against the key at the moment it is
 //!   sent, as etcd's mutex re-checks ownership after waiting: if what was
 //!   granted has lapsed or moved to someone else meanwhile, the client gets
-//!   its refusal (nil, or NOREPLICAS) and never a success, and the call's
-//!   tie change is not applied. Only a grant that still holds applies it.
+//!   its refusal (nil, or NOREPLICAS) and never a success, the call's tie
+//!   change is not applied, and what may be left of the grant is taken
+//!   back (a LOCK.MACQUIRE that lost one key still held the others). Only a
+//!   grant that still holds applies its tie change.
 //! - **Sent from a timer.** On Redis 7.0 the server writes a blocked-on-keys
 //!   client's reply the moment the module unblocks it, but keeps the client
 //!   flagged blocked until before-sleep; a `CLIENT UNBLOCK` in between (in
@@ -221,6 +223,12 @@ fn send(ctx: Ctx, pending: Pending) {
     }
     if !verify.holds(ctx) {
         stats::STALE_GRANTS.bump();
+        // Whatever is left of the grant goes back too (a multi-key grant
+        // that lost one key still holds the others; for a grant that is
+        // wholly gone the undo finds nothing to take).
+        if let Some(undo) = undo {
+            scheduler::soon(ctx, undo);
+        }
         unblock(handle, refusal, None);
         return;
     }
