@@ -255,7 +255,9 @@ fn downgrade_noupgrade_and_payloads(kind: Kind) {
     sub.expect("1", "a write release freed the lock");
     sub3.expect("1", "a write release freed the lock (RESP3)");
     acq(&mut c, "rw", "r", &["READ"]);
+    acq(&mut c, "rw", "r", &["READ"]);
     assert_eq!(c.cmd(&["RWLOCK.FORCERELEASE", "rw"]), Reply::Int(1));
+    assert!(keys(&mut c, "*").is_empty(), "every hold and its timeout keys");
     sub.expect("1", "FORCERELEASE");
     sub3.expect("1", "FORCERELEASE (RESP3)");
     assert_eq!(c.cmd(&["RWLOCK.FORCERELEASE", "rw"]), Reply::Int(0));
@@ -344,8 +346,10 @@ fn queue_policy(kind: Kind) {
         waiters.push(w);
         if i == 0 {
             // A writer is queued: a newcomer reader is refused, though the
-            // lock is in read mode.
+            // lock is in read mode; a re-entry is never queued.
             assert!(acq(&mut c, "rw", "late", &["READ"]).is_nil());
+            assert_eq!(acq(&mut c, "rw", "r0", &["READ", "PX", "60000"]), Reply::Int(2));
+            assert_eq!(rel(&mut c, "rw", "r0", "READ"), Reply::Int(1));
         }
     }
     let shown = c.cmd(&["LOCK.WAITERS", "rw"]);
@@ -704,12 +708,44 @@ fn timeout_key_events_map_back_to_the_lock(kind: Kind) {
         assert!(at.elapsed() < SECOND, "{kind}: {:?}", at.elapsed());
         assert_eq!(fields(&mut c, key.as_bytes()), map(&[("mode", "write"), ("w:write", "1")]));
     }
-    // DEL of the lock itself serves the queue too.
+    // DEL of the lock itself serves the queue too, and so does FLUSHALL.
     let mut w = s.client();
     w.send(&["RWLOCK.ACQUIRE", "rw", "w2", "READ", "BLOCK", "10000"]);
     wait_waiting(&s, 1);
     c.cmd(&["DEL", "rw"]);
     assert_eq!(w.read_reply(), Reply::Int(1));
+    w.send(&["RWLOCK.ACQUIRE", "rw", "w3", "WRITE", "BLOCK", "10000"]);
+    wait_waiting(&s, 1);
+    c.cmd(&["FLUSHALL"]);
+    assert_eq!(w.read_reply(), Reply::Int(1));
+}
+
+/// A grant whose client is gone before its answer went out (here `CLIENT
+/// UNBLOCK ... ERROR` in the same event-loop turn as the release) is
+/// taken back, and the lock moves on to the next waiter.
+fn undelivered_grant_is_taken_back(kind: Kind) {
+    let s = Server::start(kind);
+    let mut c = s.client();
+    acq(&mut c, "rw", "h", &["WRITE"]);
+    let mut w1 = s.client();
+    let id = w1.id();
+    w1.send(&["RWLOCK.ACQUIRE", "rw", "w1", "READ", "BLOCK", "0"]);
+    wait_waiting(&s, 1);
+    let mut w2 = s.client();
+    w2.send(&["RWLOCK.ACQUIRE", "rw", "w2", "WRITE", "BLOCK", "0"]);
+    wait_waiting(&s, 2);
+    let id = id.to_string();
+    c.send_pipeline(&[
+        &["RWLOCK.RELEASE", "rw", "h", "WRITE"][..],
+        &["CLIENT", "UNBLOCK", &id, "ERROR"],
+    ]);
+    assert_eq!(c.read_reply(), Reply::Int(0));
+    assert_eq!(c.read_reply(), Reply::Int(1));
+    let r = w1.read_reply();
+    assert_eq!(r.err_code(), Some("UNBLOCKED"), "{kind}: {r:?}");
+    assert_eq!(w2.read_reply(), Reply::Int(1), "{kind}: the lock moved on");
+    assert_eq!(fields(&mut c, b"rw"), map(&[("mode", "write"), ("w2:write", "1")]));
+    assert!(keys(&mut c, "{rw}*").is_empty());
 }
 
 // ---- lifecycle events ----
@@ -837,10 +873,11 @@ fn replicas_with_exact_undo(kind: Kind) {
         assert_eq!(keyspace(&mut c), before, "{kind}: the renewal undone exactly");
         sub.expect_silence("undone holds that did not free the lock");
         // A fresh WRITE undone: released as its release would, `1`.
+        let mut wsub = Subscriber::new(&p, false, &rwlock_channel(b"w"));
         let got = acq(&mut c, "w", "x", &["WRITE", "REPLICAS", "1", "200"]);
         assert_eq!(got.err_code(), Some("NOREPLICAS"), "{got:?}");
         assert_eq!(c.cmd(&["EXISTS", "w"]), Reply::Int(0));
-        let mut wsub = Subscriber::new(&p, false, &rwlock_channel(b"w"));
+        wsub.expect("1", "an undone fresh WRITE");
         let got = acq(&mut c, "w", "x", &["READ", "REPLICAS", "1", "200"]);
         assert_eq!(got.err_code(), Some("NOREPLICAS"), "{got:?}");
         wsub.expect("0", "an undone fresh READ that freed the lock");
@@ -1045,6 +1082,7 @@ per_kind!(
     crashed_redisson_reader_does_not_hold_off_a_writer,
     redisson_and_native_share_locks,
     timeout_key_events_map_back_to_the_lock,
+    undelivered_grant_is_taken_back,
     lifecycle_events_per_owner,
     replicas_with_exact_undo,
     bad_input_changes_nothing,
