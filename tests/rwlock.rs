@@ -748,6 +748,66 @@ fn undelivered_grant_is_taken_back(kind: Kind) {
     assert!(keys(&mut c, "{rw}*").is_empty());
 }
 
+/// MODULE UNLOAD succeeds while RW and multi-key locks are held (no
+/// waiter, tie or replica wait): the module holds no timer for them; they
+/// are plain keys that are locks again once it is back. With a waiter it
+/// is refused.
+fn module_unload_with_locks_held(kind: Kind) {
+    let s = Server::start(kind);
+    let mut c = s.client();
+    acq(&mut c, "rw", "r", &["READ", "PX", "60000"]);
+    acq(&mut c, "rw", "r", &["READ", "PX", "30000"]);
+    acq(&mut c, "wl", "w", &["WRITE", "PX", "60000"]);
+    c.cmd(&["LOCK.MACQUIRE", "2", "a", "b", "m", "PX", "60000"]);
+    let mut w = s.client();
+    w.send(&["RWLOCK.ACQUIRE", "wl", "x", "READ", "BLOCK", "0"]);
+    wait_waiting(&s, 1);
+    assert!(c.cmd(&["MODULE", "UNLOAD", "lock"]).is_error());
+    drop(w);
+    wait_waiting(&s, 0);
+    let before = keyspace(&mut c);
+    assert!(
+        wait_until(5 * SECOND, || c.cmd(&["MODULE", "UNLOAD", "lock"]) == Reply::Status("OK".into())),
+        "{kind}: MODULE UNLOAD refused with locks held and nobody waiting"
+    );
+    assert_eq!(keyspace(&mut c), before);
+    let path = testkit::server::module_path();
+    assert_eq!(
+        c.cmd(&args!["MODULE", "LOAD", path.display().to_string()]),
+        Reply::Status("OK".into())
+    );
+    assert!(acq(&mut c, "rw", "x", &["WRITE"]).is_nil());
+    assert_eq!(rel(&mut c, "rw", "r", "READ"), Reply::Int(1));
+    assert_eq!(c.cmd(&["LOCK.MRELEASE", "2", "b", "a", "m"]), Reply::Array(vec![Reply::Int(0), Reply::Int(0)]));
+}
+
+/// WATCH and client-side caching hear of every write: to the hash, and to
+/// a read hold's timeout key.
+fn watch_sees_rw_writes(kind: Kind) {
+    let s = Server::start(kind);
+    let mut c = s.client();
+    let mut other = s.client();
+    for (watched, write) in [
+        ("rw", &["RWLOCK.ACQUIRE", "rw", "x", "READ"][..]),
+        ("{rw}:x:rwlock_timeout:1", &["RWLOCK.RENEW", "rw", "x", "PX", "5000"]),
+        ("{rw}:x:rwlock_timeout:1", &["RWLOCK.RELEASE", "rw", "x", "READ"]),
+    ] {
+        c.cmd(&["WATCH", watched]);
+        assert!(!other.cmd(write).is_error(), "{write:?}");
+        c.cmd(&["MULTI"]);
+        c.cmd(&["PING"]);
+        assert!(c.cmd(&["EXEC"]).is_nil(), "{kind}: {write:?} did not touch {watched}");
+    }
+    // A call that changes nothing touches nothing.
+    acq(&mut other, "rw", "y", &["WRITE"]);
+    c.cmd(&["WATCH", "rw"]);
+    assert!(acq(&mut other, "rw", "z", &["READ"]).is_nil());
+    info(&mut other, "rw");
+    c.cmd(&["MULTI"]);
+    c.cmd(&["PING"]);
+    assert_eq!(c.cmd(&["EXEC"]), Reply::Array(vec![Reply::Status("PONG".into())]));
+}
+
 // ---- lifecycle events ----
 
 /// Per owner: `rwlock.acquired` (fresh, not re-entries), then one ending
@@ -770,15 +830,29 @@ fn lifecycle_events_per_owner(kind: Kind) {
     acq(&mut c, "rw", "a", &["READ"]);
     c.cmd(&["RWLOCK.FORCERELEASE", "rw"]);
     assert_eq!(ev.drain(quiet), ["rwlock.acquired", "rwlock.forced", "rwlock.forced"]);
-    // Expired: fired once the hold lapsed, never before.
+    // Expired: fired once the hold lapsed, never before; with a waiter,
+    // at the deadline (the module's own timer), and the waiter's
+    // `acquired` after it.
     acq(&mut c, "rw", "a", &["READ", "PX", "200"]);
-    assert!(acq(&mut c, "rw", "b", &["WRITE", "PX", "60000"]).is_nil());
     let deadline = pexpiretime(&mut c, tkey("a", 1).as_bytes());
+    let mut b = s.client();
+    b.send(&["RWLOCK.ACQUIRE", "rw", "b", "WRITE", "BLOCK", "5000"]);
     assert_eq!(ev.next(quiet).as_deref(), Some("rwlock.acquired"));
     assert_eq!(ev.next(2 * SECOND).as_deref(), Some("rwlock.expired"));
     let seen = server_ms(&mut c);
     assert!(seen > deadline, "{kind}: expired before its deadline");
     assert!(seen <= deadline + 250, "{kind}: expired {} ms late", seen - deadline);
+    assert_eq!(ev.next(quiet).as_deref(), Some("rwlock.acquired"));
+    assert_eq!(b.read_reply(), Reply::Int(1));
+    rel(&mut b, "rw", "b", "WRITE");
+    assert_eq!(ev.drain(quiet), ["rwlock.released"]);
+    // Nobody waiting: the module holds no timer; it hears of the lapse
+    // when Redis expires the hash (its lease is the last hold's).
+    acq(&mut c, "rw", "a", &["READ", "PX", "200"]);
+    let deadline = pexpiretime(&mut c, tkey("a", 1).as_bytes());
+    assert_eq!(ev.next(quiet).as_deref(), Some("rwlock.acquired"));
+    assert_eq!(ev.next(3 * SECOND).as_deref(), Some("rwlock.expired"));
+    assert!(server_ms(&mut c) > deadline, "{kind}: expired before its deadline");
     // A hand-off: the ending event, then `acquired`.
     acq(&mut c, "rw", "h", &["WRITE"]);
     let mut w = s.client();
@@ -1083,6 +1157,8 @@ per_kind!(
     redisson_and_native_share_locks,
     timeout_key_events_map_back_to_the_lock,
     undelivered_grant_is_taken_back,
+    module_unload_with_locks_held,
+    watch_sees_rw_writes,
     lifecycle_events_per_owner,
     replicas_with_exact_undo,
     bad_input_changes_nothing,

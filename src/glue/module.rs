@@ -13,7 +13,7 @@ use super::config::{SETTINGS, Setting};
 use super::runtime::ffi::{self, Ctx, Level, RStr, raw};
 use super::runtime::{firewall, hooks, register};
 use super::store::{ONE, lifecycle, notify, server};
-use super::waiting::{acks, delivery, queues, rwlock, ties};
+use super::waiting::{acks, delivery, queues, ties};
 use super::{commands, events, eviction, info, jobs, scheduler};
 use crate::core::number::parse_i64;
 
@@ -67,20 +67,17 @@ pub fn load(ctx: Ctx, args: &[RStr]) -> Result<(), String> {
 pub fn unload() -> Result<(), String> {
     // Clients waiting, ties, answers on their way or jobs about to call back
     // into us: not now.
-    // The deadlines of RW locks nobody waits for are not a reason to stay:
-    // they are dropped (the locks lapse as Redis expires their keys).
     if queues::totals() != (0, 0)
         || acks::count() > 0
         || ties::count() > 0
         || delivery::count() > 0
-        || scheduler::pending() > rwlock::jobs()
+        || scheduler::pending() > 0
     {
         return Err(
             "cannot unload while clients wait for locks or locks are tied to connections; try again later"
                 .into(),
         );
     }
-    rwlock::forget_all();
     ONE.free();
     notify::MESSAGE.free();
     register::clear();

@@ -25,7 +25,7 @@
 //!   renewal renews every hold of it, a closed connection releases every
 //!   hold of it.
 //!
-//! Jobs act only where the key is served (`with_served`); a deadline of a
+//! Jobs act only where the key is served (`with_served`); a visit of a
 //! lock nobody waits for whose key is not served here any more is dropped
 //! (its slot moved: the new node's module serves it).
 
@@ -261,25 +261,15 @@ pub fn changed(
 
 // ---- deadlines ----
 
-/// The deadline armed for a lock: when, its job, and who ends then.
-struct Armed {
-    at: Millis,
-    job: JobId,
-    ending: Vec<Holder>,
-}
-
-/// A lock the module follows: its deadline, and a visit brought forward
-/// by a foreign change.
+/// What the module knows of a lock it follows: its next deadline and who
+/// ends then (Redis deletes a lapsed hash before anyone could read who
+/// held it), and a visit brought forward by a foreign change.
 #[derive(Default)]
 struct Tracked {
-    armed: Option<Armed>,
+    /// The next deadline and the owners that end at it.
+    due: Option<(Millis, Vec<Holder>)>,
+    /// A visit scheduled soon (a foreign change).
     check: Option<JobId>,
-}
-
-impl Tracked {
-    fn jobs(&self) -> impl Iterator<Item = JobId> {
-        self.armed.as_ref().map(|a| a.job).into_iter().chain(self.check)
-    }
 }
 
 thread_local! {
@@ -302,43 +292,49 @@ fn any_followed() -> bool {
     FOLLOWED.load(Ordering::Relaxed) != 0
 }
 
-/// The lock's `QueueKey`: the one already in use, or a new one.
+/// The lock's `QueueKey`: its queue's, the one already followed, or new.
 fn queue_key(db: i32, name: &[u8]) -> QueueKey {
     let known = with(|t| t.get_key_value(&KeyRef { db, name }).map(|(qk, _)| qk.clone()));
-    known
-        .or_else(|| queues::queue_key(db, name))
+    queues::queue_key(db, name)
+        .or(known)
         .unwrap_or_else(|| QueueKey::new(db, name))
 }
 
-/// Arms the lock's next deadline (replacing whatever was armed, and any
-/// visit brought forward: the lock was just read as it is): an `RwDue` job
-/// 1 ms after it (Redis expires a key once now > deadline), with who ends
-/// then. No deadline (no lock, or nothing expires): not followed.
+/// Records the lock's next deadline and who ends then (replacing what was
+/// known, and any visit brought forward: the lock was just read as it
+/// is); no deadline (no lock, or nothing expires): not followed. With
+/// waiters queued, an `RwDue` job runs 1 ms after the deadline (Redis
+/// expires a key once now > deadline), as the queue's hand-on: it goes
+/// with the queue. A lock nobody waits for holds no timer (MODULE UNLOAD
+/// must stay possible while locks are held): its hash's lease is its last
+/// live hold's (the rules keep it so), Redis expires it then, and the
+/// module hears of it (`key_event`).
 pub fn arm(ctx: Ctx, rw: &mut RwKey<'_>) {
     let db = ctx.db();
     let name = rw.name().as_ref();
     let due = rwlock::due(rw).ok().flatten();
     let old = with(|t| t.remove(&KeyRef { db, name }));
-    if let Some(old) = &old {
-        for job in old.jobs() {
-            scheduler::cancel(job);
-        }
+    if let Some(job) = old.and_then(|o| o.check) {
+        scheduler::cancel(job);
+    }
+    let hand_on = queues::with_queue(db, name, |q| q.hand_on.take()).flatten();
+    if let Some(job) = hand_on {
+        scheduler::cancel(job);
     }
     let Some(due) = due else {
         return;
     };
     let qk = queue_key(db, name);
-    let job = scheduler::at(ctx, due.at.saturating_add(1), Job::RwDue(qk.clone()));
-    let armed = Armed {
-        at: due.at,
-        job,
-        ending: due.ending.iter().map(|o| Holder::from(&o[..])).collect(),
-    };
+    if let Some(queue) = queues::queue_key(db, name) {
+        let job = scheduler::at(ctx, due.at.saturating_add(1), Job::RwDue(queue));
+        queues::with_queue(db, name, |q| q.hand_on = Some(job));
+    }
+    let ending = due.ending.iter().map(|o| Holder::from(&o[..])).collect();
     with(|t| {
         t.insert(
             qk,
             Tracked {
-                armed: Some(armed),
+                due: Some((due.at, ending)),
                 check: None,
             },
         )
@@ -346,8 +342,8 @@ pub fn arm(ctx: Ctx, rw: &mut RwKey<'_>) {
 }
 
 /// Before a call changes the lock at `rw`: if its hash lapsed at the
-/// armed deadline and Redis deleted it before the `RwDue` job came round,
-/// its holders get `rwlock.expired` now (the call is about to re-arm).
+/// recorded deadline and Redis deleted it before the module looked, its
+/// holders get `rwlock.expired` now (the call is about to re-arm).
 pub fn overdue(ctx: Ctx, rw: &mut RwKey<'_>) {
     if !any_followed() || !rw.is_missing() {
         return;
@@ -357,14 +353,13 @@ pub fn overdue(ctx: Ctx, rw: &mut RwKey<'_>) {
     let now = ctx.now();
     let ending = with(|t| {
         let tracked = t.get_mut(&KeyRef { db, name })?;
-        if tracked.armed.as_ref().is_some_and(|a| a.at < now) {
-            return tracked.armed.take();
+        if tracked.due.as_ref().is_some_and(|(at, _)| *at < now) {
+            return tracked.due.take();
         }
         None
     });
-    if let Some(armed) = ending {
-        scheduler::cancel(armed.job);
-        for _ in &armed.ending {
+    if let Some((_, ending)) = ending {
+        for _ in &ending {
             lifecycle::fire(ctx, Event::RwExpired, rw.name());
         }
     }
@@ -384,11 +379,11 @@ fn check_soon(ctx: Ctx, db: i32, name: &[u8]) {
 const TIMEOUT_INFIX: &[u8] = b":rwlock_timeout:";
 
 /// A keyspace event someone else caused (the module's own are filtered
-/// out before): on a followed RW lock's key, or on a read hold's timeout
-/// key (mapped back to its lock by name: every way to read the name, in
-/// a cluster only those in the event key's slot). Returns the locks it
-/// maps to that have a queue: the caller looks at those queues again (its
-/// `Serve` job does this visit too).
+/// out before): on a followed RW lock's key (its expiry included), or on a
+/// read hold's timeout key (mapped back to its lock by name: every way to
+/// read the name, in a cluster only those in the event key's slot).
+/// Returns the locks it maps to that have a queue: the caller looks at
+/// those queues again (their `Serve` job does this visit too).
 pub fn key_event(ctx: Ctx, db: i32, name: &[u8]) -> Vec<Vec<u8>> {
     let mut queued = Vec::new();
     if !server::is_primary() {
@@ -438,17 +433,9 @@ pub fn look_again_in(ctx: Ctx, db: Option<i32>) {
 /// dropped there anyway).
 pub fn forget_all() {
     let all = with(std::mem::take);
-    for tracked in all.values() {
-        for job in tracked.jobs() {
-            scheduler::cancel(job);
-        }
+    for job in all.values().filter_map(|t| t.check) {
+        scheduler::cancel(job);
     }
-}
-
-/// The jobs the deadlines hold (module unload: they are all that keeps the
-/// scheduler busy once no one waits).
-pub fn jobs() -> usize {
-    with(|t| t.values().map(|r| r.jobs().count()).sum())
 }
 
 /// Runs `f` on the lock at `qk` from a job, if this node serves the key
@@ -472,10 +459,8 @@ fn outcome<R>(qk: &QueueKey, done: Option<R>) -> Outcome {
         Some(_) => Outcome::Done,
         None if queues::len(qk.db, &qk.name) > 0 => Outcome::Retry,
         None => {
-            if let Some(old) = with(|t| t.remove(qk)) {
-                for job in old.jobs() {
-                    scheduler::cancel(job);
-                }
+            if let Some(job) = with(|t| t.remove(qk)).and_then(|old| old.check) {
+                scheduler::cancel(job);
             }
             Outcome::Done
         }

@@ -101,29 +101,30 @@ pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
             let answer = waiting::grant_answer(db, key.as_ref(), &owner_bytes, req.mode, granted, tie);
             call::await_replicas(ctx, key, answer, replicas)
         }
-        RwAcquired::Busy => {
-            // Follow the lock (its deadline serves the queue).
-            waiting::changed(ctx, &mut rw, false, |_| None);
-            drop(rw);
-            match block {
-                // Inside MULTI/EXEC or a script the client cannot wait.
-                Some(block) if call.can_block() => {
-                    let (owner, generated) = owner.keep();
-                    let id = queues::next_id();
-                    let handle = call::block_queued(ctx, key, id)?;
-                    let ask = Ask::Rw(RwAsk {
-                        owner,
-                        generated,
-                        mode: req.mode,
-                        lease,
-                        token: req.token,
-                    });
-                    let waiter = call::waiter(ctx, id, handle, ask, tie_to.is_some(), replicas);
-                    call::enqueue(ctx, db, &[key.as_ref()], waiter, block)?;
-                    Ok(Reply::Blocked)
-                }
-                _ => Ok(Reply::Nil),
+        RwAcquired::Busy => match block {
+            // Inside MULTI/EXEC or a script the client cannot wait.
+            Some(block) if call.can_block() => {
+                let (owner, generated) = owner.keep();
+                let id = queues::next_id();
+                let handle = call::block_queued(ctx, key, id)?;
+                let ask = Ask::Rw(RwAsk {
+                    owner,
+                    generated,
+                    mode: req.mode,
+                    lease,
+                    token: req.token,
+                });
+                let waiter = call::waiter(ctx, id, handle, ask, tie_to.is_some(), replicas);
+                call::enqueue(ctx, db, &[key.as_ref()], waiter, block)?;
+                // The queue is served at the lock's next deadline.
+                waiting::changed(ctx, &mut rw, false, |_| None);
+                Ok(Reply::Blocked)
             }
-        }
+            _ => {
+                // Follow the lock (its deadline, who ends then).
+                waiting::changed(ctx, &mut rw, false, |_| None);
+                Ok(Reply::Nil)
+            }
+        },
     }
 }
