@@ -43,14 +43,20 @@ fn all_or_nothing(kind: Kind) {
     let mut c = s.client();
     let mut c3 = s.client_resp3();
     let t0 = server_ms(&mut c);
-    assert_eq!(c.cmd(&["LOCK.MACQUIRE", "3", "a", "b", "c", "me", "PX", "10000"]), ints(&[1, 1, 1]));
+    assert_eq!(
+        c.cmd(&["LOCK.MACQUIRE", "3", "a", "b", "c", "me", "PX", "10000"]),
+        ints(&[1, 1, 1])
+    );
     let t1 = server_ms(&mut c);
     for k in ["a", "b", "c"] {
         assert_eq!(fields(&mut c, k.as_bytes()), map(&[("me", "1")]), "{k}");
         let d = pexpiretime(&mut c, k.as_bytes());
         assert!(d >= t0 + 10000 && d <= t1 + 10000, "{k}: {d}");
     }
-    assert_eq!(c3.cmd(&["LOCK.MACQUIRE", "2", "c", "a", "me"]), ints(&[2, 2]));
+    assert_eq!(
+        c3.cmd(&["LOCK.MACQUIRE", "2", "c", "a", "me"]),
+        ints(&[2, 2])
+    );
     assert_eq!(fields(&mut c, b"b"), map(&[("me", "1")]));
     // One key held by someone else: nothing anywhere.
     c.cmd(&["LOCK.ACQUIRE", "d", "x", "PX", "60000"]);
@@ -59,15 +65,24 @@ fn all_or_nothing(kind: Kind) {
     assert_eq!(c3.cmd(&["LOCK.MACQUIRE", "2", "a", "d", "me"]), Reply::Null);
     assert_eq!(keyspace(&mut c), before);
     // MRELEASE: all, in the order given.
-    assert_eq!(c.cmd(&["LOCK.MRELEASE", "3", "c", "b", "a", "me"]), ints(&[1, 0, 1]));
+    assert_eq!(
+        c.cmd(&["LOCK.MRELEASE", "3", "c", "b", "a", "me"]),
+        ints(&[1, 0, 1])
+    );
     assert_eq!(c.cmd(&["EXISTS", "b"]), Reply::Int(0));
     // NOTOWNER unless it holds every key: nothing changes.
     let before = keyspace(&mut c);
     let r = c.cmd(&["LOCK.MRELEASE", "3", "a", "b", "c", "me"]);
     assert_eq!(r.err_code(), Some("NOTOWNER"), "{r:?}");
-    assert_eq!(c.cmd(&["LOCK.MRELEASE", "2", "a", "d", "me"]).err_code(), Some("NOTOWNER"));
+    assert_eq!(
+        c.cmd(&["LOCK.MRELEASE", "2", "a", "d", "me"]).err_code(),
+        Some("NOTOWNER")
+    );
     assert_eq!(keyspace(&mut c), before);
-    assert_eq!(c3.cmd(&["LOCK.MRELEASE", "2", "a", "c", "me"]), ints(&[0, 0]));
+    assert_eq!(
+        c3.cmd(&["LOCK.MRELEASE", "2", "a", "c", "me"]),
+        ints(&[0, 0])
+    );
     // A single key works too, and is an ordinary lock.
     assert_eq!(c.cmd(&["LOCK.MACQUIRE", "1", "k", "me"]), ints(&[1]));
     assert_eq!(c.cmd(&["LOCK.RELEASE", "k", "me"]), Reply::Int(0));
@@ -80,7 +95,10 @@ fn all_or_nothing(kind: Kind) {
 fn arrival_order_across_keys(kind: Kind) {
     let s = Server::start(kind);
     let mut c = s.client();
-    assert_eq!(c.cmd(&["LOCK.ACQUIRE", "a", "x", "PX", "60000"]), Reply::Int(1));
+    assert_eq!(
+        c.cmd(&["LOCK.ACQUIRE", "a", "x", "PX", "60000"]),
+        Reply::Int(1)
+    );
     let mut w1 = s.client();
     w1.send(&["LOCK.MACQUIRE", "2", "a", "b", "w1", "BLOCK", "0"]);
     wait_waiting(&s, 1);
@@ -88,10 +106,17 @@ fn arrival_order_across_keys(kind: Kind) {
         let shown = c.cmd(&["LOCK.WAITERS", key]);
         let w = shown.as_array()[0].as_array();
         assert_eq!(w.len(), 5, "{shown:?}");
-        assert_eq!((w[1].as_str(), w[2].as_str()), ("w1", "lock"), "{key}: {shown:?}");
+        assert_eq!(
+            (w[1].as_str(), w[2].as_str()),
+            ("w1", "lock"),
+            "{key}: {shown:?}"
+        );
         assert_eq!(w[4], Reply::Int(-1));
     }
-    assert_eq!(c.cmd(&["LOCK.INFO", "a"]).map_get("waiters"), Some(&Reply::Int(1)));
+    assert_eq!(
+        c.cmd(&["LOCK.INFO", "a"]).map_get("waiters"),
+        Some(&Reply::Int(1))
+    );
     // b is free, but w1 waits for it: a newcomer is refused.
     assert_eq!(c.cmd(&["LOCK.ACQUIRE", "b", "newcomer"]), Reply::Nil);
     assert_eq!(c.cmd(&["LOCK.MACQUIRE", "1", "b", "newcomer"]), Reply::Nil);
@@ -111,7 +136,10 @@ fn arrival_order_across_keys(kind: Kind) {
     assert_eq!(w2.try_read_reply(Duration::from_millis(50)), None);
     // w1 lets go: w2 (first on b) gets b; w3 waits for b, so a stays free
     // and unavailable.
-    assert_eq!(w1.cmd(&["LOCK.MRELEASE", "2", "a", "b", "w1"]), ints(&[0, 0]));
+    assert_eq!(
+        w1.cmd(&["LOCK.MRELEASE", "2", "a", "b", "w1"]),
+        ints(&[0, 0])
+    );
     assert_eq!(w2.read_reply(), Reply::Int(1));
     assert_eq!(w3.try_read_reply(Duration::from_millis(50)), None);
     assert_eq!(c.cmd(&["EXISTS", "a"]), Reply::Int(0));
@@ -120,14 +148,23 @@ fn arrival_order_across_keys(kind: Kind) {
     assert_eq!(w3.read_reply(), ints(&[1, 1]), "in its own key order: b, a");
     assert_eq!(owner_of(&mut c, "a").as_deref(), Some("w3"));
     // A holder's lease running out serves a multi-key waiter too.
-    assert_eq!(w3.cmd(&["LOCK.MRELEASE", "2", "a", "b", "w3"]), ints(&[0, 0]));
+    assert_eq!(
+        w3.cmd(&["LOCK.MRELEASE", "2", "a", "b", "w3"]),
+        ints(&[0, 0])
+    );
     c.cmd(&["LOCK.ACQUIRE", "b", "x", "PX", "200"]);
     let deadline = pexpiretime(&mut c, b"b");
-    send_timed(&mut w1, &["LOCK.MACQUIRE", "2", "a", "b", "w1", "BLOCK", "5000"]);
+    send_timed(
+        &mut w1,
+        &["LOCK.MACQUIRE", "2", "a", "b", "w1", "BLOCK", "5000"],
+    );
     let t = read_timed(&mut w1);
     assert_eq!(t.reply, ints(&[1, 1]));
     let at = t.answered_us / 1000;
-    assert!(at > deadline && at <= deadline + 250, "{kind}: granted at {at}, deadline {deadline}");
+    assert!(
+        at > deadline && at <= deadline + 250,
+        "{kind}: granted at {at}, deadline {deadline}"
+    );
 }
 
 /// {a,b} and {b,a} taken by many clients at once, BLOCK: every call is
@@ -172,7 +209,15 @@ fn contention_ab_and_ba(kind: Kind) {
                 let keys = if i % 2 == 0 { ["a", "b"] } else { ["b", "a"] };
                 for round in 0..ROUNDS {
                     let r = c.cmd(&[
-                        "LOCK.MACQUIRE", "2", keys[0], keys[1], &owner, "PX", "10000", "BLOCK", "10000",
+                        "LOCK.MACQUIRE",
+                        "2",
+                        keys[0],
+                        keys[1],
+                        &owner,
+                        "PX",
+                        "10000",
+                        "BLOCK",
+                        "10000",
                     ]);
                     assert_eq!(r, ints(&[1, 1]), "{owner} round {round}");
                     for k in keys {
@@ -214,7 +259,11 @@ fn leaving_waiters_serve_the_rest(kind: Kind) {
     z.send(&["LOCK.ACQUIRE", "a", "z", "BLOCK", "0"]);
     wait_waiting(&s, 2);
     assert!(m.read_reply().is_nil(), "{kind}: timed out");
-    assert_eq!(z.read_reply(), Reply::Int(1), "{kind}: served when the head left");
+    assert_eq!(
+        z.read_reply(),
+        Reply::Int(1),
+        "{kind}: served when the head left"
+    );
     c.cmd(&["LOCK.RELEASE", "a", "z"]);
     // The same when its connection dies.
     let mut m = s.client();
@@ -224,7 +273,11 @@ fn leaving_waiters_serve_the_rest(kind: Kind) {
     wait_waiting(&s, 2);
     drop(m);
     assert_eq!(z.read_reply(), Reply::Int(1));
-    assert_eq!(fields(&mut c, b"b"), map(&[("x", "1")]), "never granted to a dead waiter");
+    assert_eq!(
+        fields(&mut c, b"b"),
+        map(&[("x", "1")]),
+        "never granted to a dead waiter"
+    );
     assert_eq!(lock_stat(&s, "waiting"), 0);
     // BLOCK inside MULTI answers at once.
     c.cmd(&["MULTI"]);
@@ -239,14 +292,30 @@ fn keepalive_over_the_set(kind: Kind) {
     let s = Server::start(kind);
     let mut c = s.client();
     let mut holder = CliHolder::start(s.port);
-    assert_eq!(holder.cmd("LOCK.MACQUIRE 2 a b dying PX 30000 KEEPALIVE"), "1");
+    assert_eq!(
+        holder.cmd("LOCK.MACQUIRE 2 a b dying PX 30000 KEEPALIVE"),
+        "1"
+    );
     assert_eq!(holder.line(), "1");
     for k in ["a", "b"] {
-        assert_eq!(c.cmd(&["LOCK.INFO", k]).map_get("keepalive"), Some(&Reply::Int(1)), "{k}");
+        assert_eq!(
+            c.cmd(&["LOCK.INFO", k]).map_get("keepalive"),
+            Some(&Reply::Int(1)),
+            "{k}"
+        );
     }
     assert_eq!(lock_stat(&s, "tied"), 2);
     let mut w = s.client();
-    w.send(&["LOCK.MACQUIRE", "2", "b", "a", "next", "KEEPALIVE", "BLOCK", "10000"]);
+    w.send(&[
+        "LOCK.MACQUIRE",
+        "2",
+        "b",
+        "a",
+        "next",
+        "KEEPALIVE",
+        "BLOCK",
+        "10000",
+    ]);
     wait_waiting(&s, 1);
     let killed = holder.kill9();
     assert_eq!(w.read_reply(), ints(&[1, 1]), "{kind}");
@@ -255,7 +324,11 @@ fn keepalive_over_the_set(kind: Kind) {
     assert!(delay < SECOND, "{kind}: {delay:?}");
     for k in ["a", "b"] {
         assert_eq!(owner_of(&mut c, k).as_deref(), Some("next"));
-        assert_eq!(c.cmd(&["LOCK.INFO", k]).map_get("keepalive"), Some(&Reply::Int(1)), "{k}");
+        assert_eq!(
+            c.cmd(&["LOCK.INFO", k]).map_get("keepalive"),
+            Some(&Reply::Int(1)),
+            "{k}"
+        );
     }
     drop(w);
     assert!(wait_until(5 * SECOND, || c.cmd(&["EXISTS", "a", "b"]) == Reply::Int(0)));
@@ -276,7 +349,9 @@ fn pair(kind: Kind) -> (Server, Server) {
     let p = Server::start(kind);
     let r = Server::start(kind);
     r.replica_of(&p);
-    assert!(wait_until(10 * SECOND, || p.info("replication").contains("state=online")));
+    assert!(wait_until(10 * SECOND, || p
+        .info("replication")
+        .contains("state=online")));
     let mut c = p.client();
     c.cmd(&["SET", "ready", "1"]);
     assert_eq!(c.cmd(&["WAIT", "1", "5000"]), Reply::Int(1));
@@ -316,14 +391,40 @@ fn replicas_over_the_whole_set(kind: Kind) {
     let mut c = p.client();
     let mut rc = r.client();
     assert_eq!(
-        c.cmd(&["LOCK.MACQUIRE", "2", "a", "b", "me", "PX", "60000", "REPLICAS", "1", "5000"]),
+        c.cmd(&[
+            "LOCK.MACQUIRE",
+            "2",
+            "a",
+            "b",
+            "me",
+            "PX",
+            "60000",
+            "REPLICAS",
+            "1",
+            "5000"
+        ]),
         ints(&[1, 1])
     );
-    assert_eq!(fields(&mut rc, b"b"), map(&[("me", "1")]), "{kind}: on the replica when answered");
+    assert_eq!(
+        fields(&mut rc, b"b"),
+        map(&[("me", "1")]),
+        "{kind}: on the replica when answered"
+    );
     let mut sub = Subscriber::new(&p, false, &redisson::channel(b"c"));
     {
         let _frozen = Frozen::new(&r);
-        let got = c.cmd(&["LOCK.MACQUIRE", "2", "a", "b", "me", "PX", "90000", "REPLICAS", "1", "200"]);
+        let got = c.cmd(&[
+            "LOCK.MACQUIRE",
+            "2",
+            "a",
+            "b",
+            "me",
+            "PX",
+            "90000",
+            "REPLICAS",
+            "1",
+            "200",
+        ]);
         assert_eq!(got.err_code(), Some("NOREPLICAS"), "{got:?}");
         // The holds it added are gone; the deadlines are those the re-entry
         // set (LOCK.*'s undo of a re-entry drops the hold, as RELEASE does).
@@ -342,10 +443,24 @@ fn replicas_over_the_whole_set(kind: Kind) {
     assert_eq!(keyspace(&mut c), before);
     // A stale grant: w is granted both keys, then loses b before the
     // replica acknowledges; it is refused and a goes back.
-    assert_eq!(c.cmd(&["LOCK.MRELEASE", "2", "a", "b", "me"]), ints(&[0, 0]));
+    assert_eq!(
+        c.cmd(&["LOCK.MRELEASE", "2", "a", "b", "me"]),
+        ints(&[0, 0])
+    );
     c.cmd(&["LOCK.ACQUIRE", "a", "x", "PX", "60000"]);
     let mut w = p.client();
-    w.send(&["LOCK.MACQUIRE", "2", "a", "b", "w", "BLOCK", "0", "REPLICAS", "1", "5000"]);
+    w.send(&[
+        "LOCK.MACQUIRE",
+        "2",
+        "a",
+        "b",
+        "w",
+        "BLOCK",
+        "0",
+        "REPLICAS",
+        "1",
+        "5000",
+    ]);
     wait_waiting(&p, 1);
     {
         let _frozen = Frozen::new(&r);
@@ -355,7 +470,11 @@ fn replicas_over_the_whole_set(kind: Kind) {
         assert_eq!(c.cmd(&["LOCK.ACQUIRE", "b", "thief"]), Reply::Int(1));
     }
     let got = w.read_reply();
-    assert_eq!(got.err_code(), Some("NOREPLICAS"), "{kind}: a stale grant: {got:?}");
+    assert_eq!(
+        got.err_code(),
+        Some("NOREPLICAS"),
+        "{kind}: a stale grant: {got:?}"
+    );
     assert!(
         wait_until(5 * SECOND, || c.cmd(&["EXISTS", "a"]) == Reply::Int(0)),
         "{kind}: the key it still held went back: {:?} {}",
@@ -375,10 +494,16 @@ fn events_and_hand_offs_per_key(kind: Kind) {
     let mut eb = Events::new(&s, "b");
     let quiet = Duration::from_millis(150);
     c.cmd(&["LOCK.ACQUIRE", "a", "me"]);
-    assert_eq!(c.cmd(&["LOCK.MACQUIRE", "2", "a", "b", "me"]), ints(&[2, 1]));
+    assert_eq!(
+        c.cmd(&["LOCK.MACQUIRE", "2", "a", "b", "me"]),
+        ints(&[2, 1])
+    );
     assert_eq!(ea.drain(quiet), ["lock.acquired"]);
     assert_eq!(eb.drain(quiet), ["lock.acquired"]);
-    assert_eq!(c.cmd(&["LOCK.MRELEASE", "2", "a", "b", "me"]), ints(&[1, 0]));
+    assert_eq!(
+        c.cmd(&["LOCK.MRELEASE", "2", "a", "b", "me"]),
+        ints(&[1, 0])
+    );
     assert!(ea.drain(quiet).is_empty());
     assert_eq!(eb.drain(quiet), ["lock.released"]);
     c.cmd(&["LOCK.MACQUIRE", "1", "b", "me"]);
@@ -389,7 +514,10 @@ fn events_and_hand_offs_per_key(kind: Kind) {
     let mut w = s.client();
     w.send(&["LOCK.ACQUIRE", "a", "next", "BLOCK", "5000"]);
     wait_waiting(&s, 1);
-    assert_eq!(c.cmd(&["LOCK.MRELEASE", "2", "b", "a", "me"]), ints(&[0, 0]));
+    assert_eq!(
+        c.cmd(&["LOCK.MRELEASE", "2", "b", "a", "me"]),
+        ints(&[0, 0])
+    );
     assert_eq!(w.read_reply(), Reply::Int(1));
     sb.expect("0", "b freed, nobody waiting");
     sa.expect_silence("a handed on");
@@ -404,13 +532,25 @@ fn redisson_locks_on_the_same_names(kind: Kind) {
     let s = Server::start(kind);
     let mut c = s.client();
     let owner = "6e3814a1-e847-452b-a982-45baf93a1df2:1";
-    assert_eq!(c.cmd(&["LOCK.MACQUIRE", "2", "a", "b", "native", "PX", "20000"]), ints(&[1, 1]));
+    assert_eq!(
+        c.cmd(&["LOCK.MACQUIRE", "2", "a", "b", "native", "PX", "20000"]),
+        ints(&[1, 1])
+    );
     let pttl = c.cmd(&args!["EVAL", redisson::TRY_LOCK, 1, "a", 30000, owner]);
     assert!(matches!(pttl, Reply::Int(n) if n > 19000), "{pttl:?}");
-    assert_eq!(c.cmd(&["LOCK.MRELEASE", "2", "a", "b", "native"]), ints(&[0, 0]));
+    assert_eq!(
+        c.cmd(&["LOCK.MRELEASE", "2", "a", "b", "native"]),
+        ints(&[0, 0])
+    );
     // Redisson holds b: MACQUIRE waits, nothing taken meanwhile.
-    assert_eq!(c.cmd(&args!["EVAL", redisson::TRY_LOCK, 1, "b", 30000, owner]), Reply::Nil);
-    assert_eq!(c.cmd(&["LOCK.MACQUIRE", "2", "a", "b", "native"]), Reply::Nil);
+    assert_eq!(
+        c.cmd(&args!["EVAL", redisson::TRY_LOCK, 1, "b", 30000, owner]),
+        Reply::Nil
+    );
+    assert_eq!(
+        c.cmd(&["LOCK.MACQUIRE", "2", "a", "b", "native"]),
+        Reply::Nil
+    );
     assert_eq!(c.cmd(&["EXISTS", "a"]), Reply::Int(0));
     let mut w = s.client();
     w.send(&["LOCK.MACQUIRE", "2", "a", "b", "native", "BLOCK", "5000"]);
@@ -439,37 +579,97 @@ fn bad_input_changes_nothing(kind: Kind) {
     let before = keyspace(&mut c);
     let cases: Vec<(Vec<&str>, &str, &str)> = vec![
         (vec!["LOCK.MACQUIRE"], "ERR", "wrong number of arguments"),
-        (vec!["LOCK.MACQUIRE", "1", "k"], "ERR", "wrong number of arguments"),
+        (
+            vec!["LOCK.MACQUIRE", "1", "k"],
+            "ERR",
+            "wrong number of arguments",
+        ),
         (vec!["LOCK.MACQUIRE", "0", "a", "me"], "ERR", "numkeys"),
         (vec!["LOCK.MACQUIRE", "-1", "a", "me"], "ERR", "numkeys"),
         (vec!["LOCK.MACQUIRE", "x", "a", "me"], "ERR", "numkeys"),
         (vec!["LOCK.MACQUIRE", "5", "a", "me"], "ERR", "numkeys"),
-        (vec!["LOCK.MACQUIRE", "3", "a", "b", "me"], "ERR", "wrong number of arguments"),
-        (vec!["LOCK.MACQUIRE", "2", "c", "c", "me"], "ERR", "same key"),
+        (
+            vec!["LOCK.MACQUIRE", "3", "a", "b", "me"],
+            "ERR",
+            "wrong number of arguments",
+        ),
+        (
+            vec!["LOCK.MACQUIRE", "2", "c", "c", "me"],
+            "ERR",
+            "same key",
+        ),
         (vec!["LOCK.MACQUIRE", "2", "c", "d", "*"], "ERR", ""),
         (vec!["LOCK.MACQUIRE", "2", "c", "d", ""], "ERR", "owner"),
-        (vec!["LOCK.MACQUIRE", "1", "c", "me", "TOKEN"], "ERR", "unknown option"),
-        (vec!["LOCK.MACQUIRE", "1", "c", "me", "PX", "0"], "ERR", "lease"),
-        (vec!["LOCK.MACQUIRE", "1", "c", "me", "BLOCK", "-1"], "ERR", "BLOCK"),
-        (vec!["LOCK.MACQUIRE", "1", "c", "me", "KEEPALIVE", "PX", "10"], "ERR", "KEEPALIVE"),
-        (vec!["LOCK.MACQUIRE", "1", "c", "me", "REPLICAS", "1", "0"], "ERR", "REPLICAS"),
-        (vec!["LOCK.MACQUIRE", "2", "c", "str", "me"], "WRONGTYPE", ""),
+        (
+            vec!["LOCK.MACQUIRE", "1", "c", "me", "TOKEN"],
+            "ERR",
+            "unknown option",
+        ),
+        (
+            vec!["LOCK.MACQUIRE", "1", "c", "me", "PX", "0"],
+            "ERR",
+            "lease",
+        ),
+        (
+            vec!["LOCK.MACQUIRE", "1", "c", "me", "BLOCK", "-1"],
+            "ERR",
+            "BLOCK",
+        ),
+        (
+            vec!["LOCK.MACQUIRE", "1", "c", "me", "KEEPALIVE", "PX", "10"],
+            "ERR",
+            "KEEPALIVE",
+        ),
+        (
+            vec!["LOCK.MACQUIRE", "1", "c", "me", "REPLICAS", "1", "0"],
+            "ERR",
+            "REPLICAS",
+        ),
+        (
+            vec!["LOCK.MACQUIRE", "2", "c", "str", "me"],
+            "WRONGTYPE",
+            "",
+        ),
         (vec!["LOCK.MACQUIRE", "2", "c", "rw", "me"], "NOTLOCK", ""),
-        (vec!["LOCK.MACQUIRE", "2", "a", "str", "me"], "WRONGTYPE", ""),
-        (vec!["LOCK.MRELEASE", "1", "a"], "ERR", "wrong number of arguments"),
-        (vec!["LOCK.MRELEASE", "2", "a", "b", "me", "x"], "ERR", "no options"),
-        (vec!["LOCK.MRELEASE", "2", "a", "a", "me"], "ERR", "same key"),
+        (
+            vec!["LOCK.MACQUIRE", "2", "a", "str", "me"],
+            "WRONGTYPE",
+            "",
+        ),
+        (
+            vec!["LOCK.MRELEASE", "1", "a"],
+            "ERR",
+            "wrong number of arguments",
+        ),
+        (
+            vec!["LOCK.MRELEASE", "2", "a", "b", "me", "x"],
+            "ERR",
+            "no options",
+        ),
+        (
+            vec!["LOCK.MRELEASE", "2", "a", "a", "me"],
+            "ERR",
+            "same key",
+        ),
         (vec!["LOCK.MRELEASE", "1", "a", "*"], "ERR", ""),
         (vec!["LOCK.MRELEASE", "0", "a", "me"], "ERR", "numkeys"),
         (vec!["LOCK.MRELEASE", "2", "a", "c", "me"], "NOTOWNER", ""),
-        (vec!["LOCK.MRELEASE", "2", "a", "str", "me"], "WRONGTYPE", ""),
+        (
+            vec!["LOCK.MRELEASE", "2", "a", "str", "me"],
+            "WRONGTYPE",
+            "",
+        ),
         (vec!["LOCK.MRELEASE", "2", "a", "rw", "me"], "NOTLOCK", ""),
     ];
     for (cmd, code, text) in &cases {
         let r = c.cmd(cmd);
         assert_eq!(r.err_code(), Some(*code), "{kind}: {cmd:?} -> {r:?}");
         assert!(format!("{r:?}").contains(text), "{kind}: {cmd:?} -> {r:?}");
-        assert_eq!(keyspace(&mut c), before, "{kind}: {cmd:?} changed something");
+        assert_eq!(
+            keyspace(&mut c),
+            before,
+            "{kind}: {cmd:?} changed something"
+        );
     }
     c.cmd(&["MULTI"]);
     c.cmd(&["LOCK.MACQUIRE", "1", "c", "me", "REPLICAS", "1", "100"]);

@@ -72,8 +72,14 @@ fn layout_is_redissons(kind: Kind) {
     let s = Server::start(kind);
     let mut c = s.client();
     let t0 = server_ms(&mut c);
-    assert_eq!(acq(&mut c, "rw", "r1", &["READ", "PX", "10000"]), Reply::Int(1));
-    assert_eq!(acq(&mut c, "rw", "r1", &["read", "px", "20000"]), Reply::Int(2));
+    assert_eq!(
+        acq(&mut c, "rw", "r1", &["READ", "PX", "10000"]),
+        Reply::Int(1)
+    );
+    assert_eq!(
+        acq(&mut c, "rw", "r1", &["read", "px", "20000"]),
+        Reply::Int(2)
+    );
     assert_eq!(acq(&mut c, "rw", "r2", &["EX", "5", "READ"]), Reply::Int(1));
     let t1 = server_ms(&mut c);
     assert_eq!(
@@ -83,22 +89,44 @@ fn layout_is_redissons(kind: Kind) {
     let mut want = vec![tkey("r1", 1), tkey("r1", 2), tkey("r2", 1), "rw".into()];
     want.sort();
     assert_eq!(keys(&mut c, "*"), want);
-    for (k, lease) in [(tkey("r1", 1), 10000), (tkey("r1", 2), 20000), (tkey("r2", 1), 5000)] {
+    for (k, lease) in [
+        (tkey("r1", 1), 10000),
+        (tkey("r1", 2), 20000),
+        (tkey("r2", 1), 5000),
+    ] {
         assert_eq!(c.cmd(&["TYPE", &k]), Reply::Status("string".into()));
         assert_eq!(c.cmd(&["GET", &k]), bulk("1"));
         deadline_in(pexpiretime(&mut c, k.as_bytes()), t0, t1, lease, &k);
     }
-    deadline_in(pexpiretime(&mut c, b"rw"), t0, t1, 20000, "the hash: its latest hold");
+    deadline_in(
+        pexpiretime(&mut c, b"rw"),
+        t0,
+        t1,
+        20000,
+        "the hash: its latest hold",
+    );
 
     // A key with a hash tag: `key:<owner>:...`, no braces added.
     assert_eq!(acq(&mut c, "u:{42}:rw", "o", &["READ"]), Reply::Int(1));
     assert_eq!(c.cmd(&["GET", "u:{42}:rw:o:rwlock_timeout:1"]), bulk("1"));
     // A writer: `<owner>:write`, no timeout key.
-    assert_eq!(acq(&mut c, "wl", "w", &["WRITE", "PX", "7000"]), Reply::Int(1));
+    assert_eq!(
+        acq(&mut c, "wl", "w", &["WRITE", "PX", "7000"]),
+        Reply::Int(1)
+    );
     let t2 = server_ms(&mut c);
-    assert_eq!(fields(&mut c, b"wl"), map(&[("mode", "write"), ("w:write", "1")]));
+    assert_eq!(
+        fields(&mut c, b"wl"),
+        map(&[("mode", "write"), ("w:write", "1")])
+    );
     assert!(keys(&mut c, "{wl}*").is_empty());
-    deadline_in(pexpiretime(&mut c, b"wl"), t1, t2, 7000, "the writer's lease");
+    deadline_in(
+        pexpiretime(&mut c, b"wl"),
+        t1,
+        t2,
+        7000,
+        "the writer's lease",
+    );
     // The default lease.
     assert_eq!(acq(&mut c, "dl", "o", &["READ"]), Reply::Int(1));
     let left = pttl(&mut c, b"{dl}:o:rwlock_timeout:1");
@@ -139,7 +167,15 @@ fn info_and_replies_in_both_protocols(kind: Kind) {
     assert_eq!(items[9], Reply::Int(3));
     let ttl = items[11].as_int();
     assert!(ttl > 59000 && ttl <= 60000, "{ttl}");
-    assert_eq!(&items[12..], &[bulk("waiters"), Reply::Int(0), bulk("keepalive"), Reply::Int(0)]);
+    assert_eq!(
+        &items[12..],
+        &[
+            bulk("waiters"),
+            Reply::Int(0),
+            bulk("keepalive"),
+            Reply::Int(0)
+        ]
+    );
     let m = info(&mut c3, "rw");
     let Reply::Map(pairs) = &m else {
         panic!("RESP3 RWLOCK.INFO is not a map: {m:?}");
@@ -217,8 +253,14 @@ fn downgrade_noupgrade_and_payloads(kind: Kind) {
     let mut c = s.client();
     let mut sub = Subscriber::new(&s, false, CHANNEL.as_bytes());
     let mut sub3 = Subscriber::new(&s, true, CHANNEL.as_bytes());
-    assert_eq!(acq(&mut c, "rw", "w", &["WRITE", "PX", "10000"]), Reply::Int(1));
-    assert_eq!(acq(&mut c, "rw", "w", &["READ", "PX", "20000"]), Reply::Int(1));
+    assert_eq!(
+        acq(&mut c, "rw", "w", &["WRITE", "PX", "10000"]),
+        Reply::Int(1)
+    );
+    assert_eq!(
+        acq(&mut c, "rw", "w", &["READ", "PX", "20000"]),
+        Reply::Int(1)
+    );
     assert_eq!(
         fields(&mut c, b"rw"),
         map(&[("mode", "write"), ("w", "1"), ("w:write", "1")])
@@ -229,7 +271,10 @@ fn downgrade_noupgrade_and_payloads(kind: Kind) {
     assert!(acq(&mut c, "rw", "x", &["READ"]).is_nil());
     assert!(acq(&mut c, "rw", "x", &["WRITE"]).is_nil());
     // A write re-entry sets the lease from now, never below a live read hold.
-    assert_eq!(acq(&mut c, "rw", "w", &["WRITE", "PX", "1000"]), Reply::Int(2));
+    assert_eq!(
+        acq(&mut c, "rw", "w", &["WRITE", "PX", "1000"]),
+        Reply::Int(2)
+    );
     assert_eq!(pexpiretime(&mut c, b"rw"), read);
     assert_eq!(rel(&mut c, "rw", "w", "WRITE"), Reply::Int(1));
     sub.expect_silence("a partial write release");
@@ -257,7 +302,10 @@ fn downgrade_noupgrade_and_payloads(kind: Kind) {
     acq(&mut c, "rw", "r", &["READ"]);
     acq(&mut c, "rw", "r", &["READ"]);
     assert_eq!(c.cmd(&["RWLOCK.FORCERELEASE", "rw"]), Reply::Int(1));
-    assert!(keys(&mut c, "*").is_empty(), "every hold and its timeout keys");
+    assert!(
+        keys(&mut c, "*").is_empty(),
+        "every hold and its timeout keys"
+    );
     sub.expect("1", "FORCERELEASE");
     sub3.expect("1", "FORCERELEASE (RESP3)");
     assert_eq!(c.cmd(&["RWLOCK.FORCERELEASE", "rw"]), Reply::Int(0));
@@ -283,9 +331,15 @@ fn token_with_write_only(kind: Kind) {
     let t1 = acq(&mut c, "rw", "w", &["WRITE", "TOKEN"]).as_array()[1].as_int();
     let t2 = acq(&mut c, "rw", "w", &["WRITE", "TOKEN"]).as_array()[1].as_int();
     assert!(t2 > t1);
-    assert_eq!(c.cmd(&["GET", "redisson_lock_token:{rw}"]), bulk(t2.to_string()));
+    assert_eq!(
+        c.cmd(&["GET", "redisson_lock_token:{rw}"]),
+        bulk(t2.to_string())
+    );
     assert!(acq(&mut c, "rw", "other", &["WRITE", "TOKEN"]).is_nil());
-    assert_eq!(c.cmd(&["GET", "redisson_lock_token:{rw}"]), bulk(t2.to_string()));
+    assert_eq!(
+        c.cmd(&["GET", "redisson_lock_token:{rw}"]),
+        bulk(t2.to_string())
+    );
     // The same sequence as LOCK.ACQUIRE ... TOKEN on that name.
     c.cmd(&["RWLOCK.FORCERELEASE", "rw"]);
     let l = c.cmd(&["LOCK.ACQUIRE", "rw", "l", "TOKEN"]).as_array()[1].as_int();
@@ -303,26 +357,50 @@ fn renew_moves_every_hold_of_the_owner(kind: Kind) {
     acq(&mut c, "rw", "r2", &["READ", "PX", "20000"]);
     let r2 = pexpiretime(&mut c, tkey("r2", 1).as_bytes());
     let t0 = server_ms(&mut c);
-    assert_eq!(c.cmd(&["RWLOCK.RENEW", "rw", "r1", "PX", "60000"]), Reply::Int(1));
+    assert_eq!(
+        c.cmd(&["RWLOCK.RENEW", "rw", "r1", "PX", "60000"]),
+        Reply::Int(1)
+    );
     let t1 = server_ms(&mut c);
     for n in 1..=2 {
-        deadline_in(pexpiretime(&mut c, tkey("r1", n).as_bytes()), t0, t1, 60000, "r1");
+        deadline_in(
+            pexpiretime(&mut c, tkey("r1", n).as_bytes()),
+            t0,
+            t1,
+            60000,
+            "r1",
+        );
     }
     assert_eq!(pexpiretime(&mut c, tkey("r2", 1).as_bytes()), r2);
     deadline_in(pexpiretime(&mut c, b"rw"), t0, t1, 60000, "the hash");
     // Shorter: r1's holds end sooner; the hash never below r2's.
-    assert_eq!(c.cmd(&["RWLOCK.RENEW", "rw", "r1", "PX", "1000"]), Reply::Int(1));
+    assert_eq!(
+        c.cmd(&["RWLOCK.RENEW", "rw", "r1", "PX", "1000"]),
+        Reply::Int(1)
+    );
     assert_eq!(pexpiretime(&mut c, b"rw"), r2);
     let before = keyspace(&mut c);
-    assert_eq!(c.cmd(&["RWLOCK.RENEW", "rw", "nobody", "PX", "1000"]), Reply::Int(0));
+    assert_eq!(
+        c.cmd(&["RWLOCK.RENEW", "rw", "nobody", "PX", "1000"]),
+        Reply::Int(0)
+    );
     assert_eq!(keyspace(&mut c), before);
     // A writer with a read hold: both move.
     acq(&mut c, "wl", "w", &["WRITE", "PX", "5000"]);
     acq(&mut c, "wl", "w", &["READ", "PX", "30000"]);
     let t0 = server_ms(&mut c);
-    assert_eq!(c.cmd(&["RWLOCK.RENEW", "wl", "w", "EX", "10"]), Reply::Int(1));
+    assert_eq!(
+        c.cmd(&["RWLOCK.RENEW", "wl", "w", "EX", "10"]),
+        Reply::Int(1)
+    );
     let t1 = server_ms(&mut c);
-    deadline_in(pexpiretime(&mut c, b"{wl}:w:rwlock_timeout:1"), t0, t1, 10000, "read");
+    deadline_in(
+        pexpiretime(&mut c, b"{wl}:w:rwlock_timeout:1"),
+        t0,
+        t1,
+        10000,
+        "read",
+    );
     deadline_in(pexpiretime(&mut c, b"wl"), t0, t1, 10000, "write");
 }
 
@@ -334,11 +412,20 @@ fn renew_moves_every_hold_of_the_owner(kind: Kind) {
 fn queue_policy(kind: Kind) {
     let s = Server::start(kind);
     let mut c = s.client();
-    assert_eq!(acq(&mut c, "rw", "r0", &["READ", "PX", "60000"]), Reply::Int(1));
+    assert_eq!(
+        acq(&mut c, "rw", "r0", &["READ", "PX", "60000"]),
+        Reply::Int(1)
+    );
     let mut waiters: Vec<Client> = Vec::new();
-    for (i, (owner, mode)) in [("w1", "WRITE"), ("r1", "READ"), ("r2", "READ"), ("w2", "WRITE"), ("r3", "READ")]
-        .iter()
-        .enumerate()
+    for (i, (owner, mode)) in [
+        ("w1", "WRITE"),
+        ("r1", "READ"),
+        ("r2", "READ"),
+        ("w2", "WRITE"),
+        ("r3", "READ"),
+    ]
+    .iter()
+    .enumerate()
     {
         let mut w = s.client();
         w.send(&["RWLOCK.ACQUIRE", "rw", owner, mode, "BLOCK", "0"]);
@@ -348,7 +435,10 @@ fn queue_policy(kind: Kind) {
             // A writer is queued: a newcomer reader is refused, though the
             // lock is in read mode; a re-entry is never queued.
             assert!(acq(&mut c, "rw", "late", &["READ"]).is_nil());
-            assert_eq!(acq(&mut c, "rw", "r0", &["READ", "PX", "60000"]), Reply::Int(2));
+            assert_eq!(
+                acq(&mut c, "rw", "r0", &["READ", "PX", "60000"]),
+                Reply::Int(2)
+            );
             assert_eq!(rel(&mut c, "rw", "r0", "READ"), Reply::Int(1));
         }
     }
@@ -360,7 +450,13 @@ fn queue_policy(kind: Kind) {
         .collect();
     assert_eq!(
         wants,
-        [("w1", "write"), ("r1", "read"), ("r2", "read"), ("w2", "write"), ("r3", "read")]
+        [
+            ("w1", "write"),
+            ("r1", "read"),
+            ("r2", "read"),
+            ("w2", "write"),
+            ("r3", "read")
+        ]
     );
     assert_eq!(info_int(&mut c, "rw", "waiters"), 5);
     // The reader leaves: the writer alone.
@@ -389,7 +485,10 @@ fn queue_policy(kind: Kind) {
     // A BLOCK that times out answers nil and leaves the queue; a waiter
     // whose connection dies is never granted.
     rel(&mut c, "rw", "r3", "READ");
-    assert_eq!(acq(&mut c, "rw", "holder", &["WRITE", "PX", "60000"]), Reply::Int(1));
+    assert_eq!(
+        acq(&mut c, "rw", "holder", &["WRITE", "PX", "60000"]),
+        Reply::Int(1)
+    );
     let mut t = s.client();
     assert!(acq(&mut t, "rw", "t", &["READ", "BLOCK", "50"]).is_nil());
     let mut gone = s.client();
@@ -433,7 +532,10 @@ fn twenty_readers_and_a_writer(kind: Kind) {
         .collect();
     thread::sleep(Duration::from_millis(200));
     let mut w = s.client();
-    send_timed(&mut w, &["RWLOCK.ACQUIRE", "rw", "writer", "WRITE", "BLOCK", "20000"]);
+    send_timed(
+        &mut w,
+        &["RWLOCK.ACQUIRE", "rw", "writer", "WRITE", "BLOCK", "20000"],
+    );
     // In the same event-loop pass as the grant: nobody else holds.
     w.send(&["RWLOCK.INFO", "rw"]);
     let timed = read_timed(&mut w);
@@ -446,10 +548,16 @@ fn twenty_readers_and_a_writer(kind: Kind) {
     // One read hold, and a generous margin for a loaded machine; readers
     // kept arriving for 0.6 s after it, so without the rule it would wait
     // at least that long plus a hold.
-    assert!(took <= (HOLD + 250) as f64, "{kind}: the writer waited {took} ms");
+    assert!(
+        took <= (HOLD + 250) as f64,
+        "{kind}: the writer waited {took} ms"
+    );
     // Readers are still coming and queue behind the writer.
     thread::sleep(Duration::from_millis(100));
-    assert!(lock_stat(&s, "waiting") > 0, "{kind}: no reader queued behind the writer");
+    assert!(
+        lock_stat(&s, "waiting") > 0,
+        "{kind}: no reader queued behind the writer"
+    );
     assert_eq!(rel(&mut w, "rw", "writer", "WRITE"), Reply::Int(0));
     for r in readers {
         let (i, reply) = r.join().expect("reader thread");
@@ -467,24 +575,52 @@ fn sigkilled_keepalive_reader_and_writer(kind: Kind) {
     let s = Server::start(kind);
     let mut c = s.client();
     let mut reader = CliHolder::start(s.port);
-    assert_eq!(reader.cmd("RWLOCK.ACQUIRE rw dying-reader READ PX 30000 KEEPALIVE"), "1");
-    assert_eq!(reader.cmd("RWLOCK.ACQUIRE rw dying-reader READ PX 30000"), "2");
+    assert_eq!(
+        reader.cmd("RWLOCK.ACQUIRE rw dying-reader READ PX 30000 KEEPALIVE"),
+        "1"
+    );
+    assert_eq!(
+        reader.cmd("RWLOCK.ACQUIRE rw dying-reader READ PX 30000"),
+        "2"
+    );
     let mut w = s.client();
-    w.send(&["RWLOCK.ACQUIRE", "rw", "writer", "WRITE", "KEEPALIVE", "PX", "30000", "BLOCK", "20000"]);
+    w.send(&[
+        "RWLOCK.ACQUIRE",
+        "rw",
+        "writer",
+        "WRITE",
+        "KEEPALIVE",
+        "PX",
+        "30000",
+        "BLOCK",
+        "20000",
+    ]);
     wait_waiting(&s, 1);
     let killed = reader.kill9();
     assert_eq!(w.read_reply(), Reply::Int(1), "{kind}");
     let delay = killed.elapsed();
     eprintln!("{kind}: SIGKILLed reader -> writer granted in {delay:?}");
     assert!(delay < SECOND, "{kind}: granted {delay:?} after the kill");
-    assert_eq!(fields(&mut c, b"rw"), map(&[("mode", "write"), ("writer:write", "1")]));
-    assert!(keys(&mut c, "{rw}*").is_empty(), "the dead reader's timeout keys");
+    assert_eq!(
+        fields(&mut c, b"rw"),
+        map(&[("mode", "write"), ("writer:write", "1")])
+    );
+    assert!(
+        keys(&mut c, "{rw}*").is_empty(),
+        "the dead reader's timeout keys"
+    );
     assert_eq!(info_int(&mut c, "rw", "keepalive"), 1);
     rel(&mut w, "rw", "writer", "WRITE");
 
     let mut writer = CliHolder::start(s.port);
-    assert_eq!(writer.cmd("RWLOCK.ACQUIRE rw dying-writer WRITE PX 30000 KEEPALIVE"), "1");
-    assert_eq!(writer.cmd("RWLOCK.ACQUIRE rw dying-writer READ PX 30000"), "1");
+    assert_eq!(
+        writer.cmd("RWLOCK.ACQUIRE rw dying-writer WRITE PX 30000 KEEPALIVE"),
+        "1"
+    );
+    assert_eq!(
+        writer.cmd("RWLOCK.ACQUIRE rw dying-writer READ PX 30000"),
+        "1"
+    );
     let mut r1 = s.client();
     let mut r2 = s.client();
     r1.send(&["RWLOCK.ACQUIRE", "rw", "r1", "READ", "BLOCK", "20000"]);
@@ -497,7 +633,10 @@ fn sigkilled_keepalive_reader_and_writer(kind: Kind) {
     let delay = killed.elapsed();
     eprintln!("{kind}: SIGKILLed writer -> readers granted in {delay:?}");
     assert!(delay < SECOND, "{kind}: granted {delay:?} after the kill");
-    assert_eq!(fields(&mut c, b"rw"), map(&[("mode", "read"), ("r1", "1"), ("r2", "1")]));
+    assert_eq!(
+        fields(&mut c, b"rw"),
+        map(&[("mode", "read"), ("r1", "1"), ("r2", "1")])
+    );
     assert_eq!(lock_stat(&s, "keepalive_released"), 2);
 }
 
@@ -509,9 +648,15 @@ fn keepalive_ties_every_hold_of_the_owner(kind: Kind) {
     let s = Server::start(kind);
     let mut a = s.client();
     let mut obs = s.client();
-    assert_eq!(acq(&mut a, "rw", "o", &["WRITE", "PX", "300", "KEEPALIVE"]), Reply::Int(1));
+    assert_eq!(
+        acq(&mut a, "rw", "o", &["WRITE", "PX", "300", "KEEPALIVE"]),
+        Reply::Int(1)
+    );
     // A later hold without KEEPALIVE: the owner stays tied.
-    assert_eq!(acq(&mut a, "rw", "o", &["READ", "PX", "300"]), Reply::Int(1));
+    assert_eq!(
+        acq(&mut a, "rw", "o", &["READ", "PX", "300"]),
+        Reply::Int(1)
+    );
     assert_eq!(acq(&mut obs, "rw", "other", &["READ"]), Reply::Nil);
     assert_eq!(info_int(&mut obs, "rw", "keepalive"), 1);
     thread::sleep(Duration::from_millis(900));
@@ -520,13 +665,22 @@ fn keepalive_ties_every_hold_of_the_owner(kind: Kind) {
         map(&[("mode", "write"), ("o", "1"), ("o:write", "1")]),
         "{kind}: three leases later"
     );
-    assert!(pttl(&mut obs, tkey("o", 1).as_bytes()) > 0, "the read hold renewed too");
+    assert!(
+        pttl(&mut obs, tkey("o", 1).as_bytes()) > 0,
+        "the read hold renewed too"
+    );
     // Untied: plain leases again, they lapse.
-    assert_eq!(obs.cmd(&["RWLOCK.RENEW", "rw", "o", "PX", "300"]), Reply::Int(1));
+    assert_eq!(
+        obs.cmd(&["RWLOCK.RENEW", "rw", "o", "PX", "300"]),
+        Reply::Int(1)
+    );
     assert_eq!(info_int(&mut obs, "rw", "keepalive"), 0);
     // Tied again, from another connection, which then closes.
     let mut b = s.client();
-    assert_eq!(b.cmd(&["RWLOCK.RENEW", "rw", "o", "PX", "300", "KEEPALIVE"]), Reply::Int(1));
+    assert_eq!(
+        b.cmd(&["RWLOCK.RENEW", "rw", "o", "PX", "300", "KEEPALIVE"]),
+        Reply::Int(1)
+    );
     assert_eq!(info_int(&mut obs, "rw", "keepalive"), 1);
     assert_eq!(lock_stat(&s, "tied"), 1);
     let mut w = s.client();
@@ -534,7 +688,10 @@ fn keepalive_ties_every_hold_of_the_owner(kind: Kind) {
     wait_waiting(&s, 1);
     drop(b);
     assert_eq!(w.read_reply(), Reply::Int(1), "{kind}: every hold released");
-    assert_eq!(fields(&mut obs, b"rw"), map(&[("mode", "write"), ("next:write", "1")]));
+    assert_eq!(
+        fields(&mut obs, b"rw"),
+        map(&[("mode", "write"), ("next:write", "1")])
+    );
     assert!(keys(&mut obs, "{rw}*").is_empty());
     // KEEPALIVE in a script is an error; inside MULTI it ties to the MULTI's
     // connection; BLOCK inside MULTI answers at once.
@@ -544,7 +701,10 @@ fn keepalive_ties_every_hold_of_the_owner(kind: Kind) {
         "1",
         "s",
     ]);
-    assert!(r.is_error() && format!("{r:?}").contains("KEEPALIVE"), "{r:?}");
+    assert!(
+        r.is_error() && format!("{r:?}").contains("KEEPALIVE"),
+        "{r:?}"
+    );
     let mut m = s.client();
     m.cmd(&["MULTI"]);
     m.cmd(&["RWLOCK.ACQUIRE", "mk", "o", "READ", "KEEPALIVE"]);
@@ -570,13 +730,22 @@ fn crashed_redisson_reader_does_not_hold_off_a_writer(kind: Kind) {
     let mut red = RedissonRw::new(s.client(), "9a8b7c6d-0000-4000-8000-000000000001");
     // The plain case: a reader with a 400 ms lease, then nothing.
     assert_eq!(red.read_lock(b"rw", 1, 400), None);
-    let deadline = pexpiretime(&mut c, format!("{{rw}}:{}:rwlock_timeout:1", red.owner(1)).as_bytes());
+    let deadline = pexpiretime(
+        &mut c,
+        format!("{{rw}}:{}:rwlock_timeout:1", red.owner(1)).as_bytes(),
+    );
     let mut w = s.client();
-    send_timed(&mut w, &["RWLOCK.ACQUIRE", "rw", "native", "WRITE", "BLOCK", "10000"]);
+    send_timed(
+        &mut w,
+        &["RWLOCK.ACQUIRE", "rw", "native", "WRITE", "BLOCK", "10000"],
+    );
     let t = read_timed(&mut w);
     assert_eq!(t.reply, Reply::Int(1), "{kind}");
     let granted_ms = t.answered_us / 1000;
-    assert!(granted_ms > deadline, "{kind}: granted before the reader's deadline");
+    assert!(
+        granted_ms > deadline,
+        "{kind}: granted before the reader's deadline"
+    );
     assert!(
         granted_ms <= deadline + 250,
         "{kind}: granted {} ms after the reader's deadline",
@@ -590,8 +759,14 @@ fn crashed_redisson_reader_does_not_hold_off_a_writer(kind: Kind) {
     assert_eq!(red.write_lock(b"rw", 2, 20000), None);
     assert_eq!(red.read_lock(b"rw", 2, 300), None);
     assert_eq!(red.write_unlock(b"rw", 2), Some(true));
-    assert_eq!(fields(&mut c, b"rw"), map(&[("mode", "read"), (&red.owner(2), "1")]));
-    let deadline = pexpiretime(&mut c, format!("{{rw}}:{}:rwlock_timeout:1", red.owner(2)).as_bytes());
+    assert_eq!(
+        fields(&mut c, b"rw"),
+        map(&[("mode", "read"), (&red.owner(2), "1")])
+    );
+    let deadline = pexpiretime(
+        &mut c,
+        format!("{{rw}}:{}:rwlock_timeout:1", red.owner(2)).as_bytes(),
+    );
     // The module saw the scripts' writes to the timeout key and repairs
     // the hash's lease: in read mode, its latest live hold's deadline.
     assert!(
@@ -599,7 +774,10 @@ fn crashed_redisson_reader_does_not_hold_off_a_writer(kind: Kind) {
         "{kind}: the hash lives until {}, its last hold until {deadline}",
         pexpiretime(&mut c, b"rw")
     );
-    send_timed(&mut w, &["RWLOCK.ACQUIRE", "rw", "native", "WRITE", "BLOCK", "10000"]);
+    send_timed(
+        &mut w,
+        &["RWLOCK.ACQUIRE", "rw", "native", "WRITE", "BLOCK", "10000"],
+    );
     let t = read_timed(&mut w);
     assert_eq!(t.reply, Reply::Int(1), "{kind}");
     let granted_ms = t.answered_us / 1000;
@@ -614,11 +792,18 @@ fn crashed_redisson_reader_does_not_hold_off_a_writer(kind: Kind) {
     assert_eq!(red.write_lock(b"rw", 3, 20000), None);
     assert_eq!(red.read_lock(b"rw", 3, 300), None);
     assert_eq!(red.write_unlock(b"rw", 3), Some(true));
-    let deadline = pexpiretime(&mut c, format!("{{rw}}:{}:rwlock_timeout:1", red.owner(3)).as_bytes());
+    let deadline = pexpiretime(
+        &mut c,
+        format!("{{rw}}:{}:rwlock_timeout:1", red.owner(3)).as_bytes(),
+    );
     assert!(wait_until(3 * SECOND, || c.cmd(&["EXISTS", "rw"]) == Reply::Int(0)));
     let gone = server_ms(&mut c);
     assert!(gone > deadline, "{kind}: freed before the deadline");
-    assert!(gone <= deadline + 500, "{kind}: freed {} ms late", gone - deadline);
+    assert!(
+        gone <= deadline + 500,
+        "{kind}: freed {} ms late",
+        gone - deadline
+    );
     assert_eq!(red.write_lock(b"rw", 4, 1000), None);
 }
 
@@ -639,7 +824,14 @@ fn redisson_and_native_share_locks(kind: Kind) {
     // Neither kind's writer gets in.
     assert!(red.write_lock(b"rw", 2, 30000).is_some());
     let mut w = s.client();
-    w.send(&["RWLOCK.ACQUIRE", "rw", "native-w", "WRITE", "BLOCK", "10000"]);
+    w.send(&[
+        "RWLOCK.ACQUIRE",
+        "rw",
+        "native-w",
+        "WRITE",
+        "BLOCK",
+        "10000",
+    ]);
     wait_waiting(&s, 1);
     // Redisson's release of its reader: the native reader still holds.
     assert_eq!(red.read_unlock(b"rw", 1), Some(false));
@@ -660,7 +852,10 @@ fn redisson_and_native_share_locks(kind: Kind) {
     assert_eq!(red.write_lock(b"rw", 4, 30000), None);
     assert!(acq(&mut c, "rw", "native-r", &["READ"]).is_nil());
     let mut r = s.client();
-    send_timed(&mut r, &["RWLOCK.ACQUIRE", "rw", "native-r", "READ", "BLOCK", "10000"]);
+    send_timed(
+        &mut r,
+        &["RWLOCK.ACQUIRE", "rw", "native-r", "READ", "BLOCK", "10000"],
+    );
     wait_waiting(&s, 1);
     assert_eq!(red.write_unlock(b"rw", 4), Some(true));
     let t = read_timed(&mut r);
@@ -668,7 +863,14 @@ fn redisson_and_native_share_locks(kind: Kind) {
     sub.expect("1", "Redisson's own publish");
     // A Redisson reader enters a native read lock; Redisson readers read
     // only `mode`, so they pass queued native writers (README).
-    w.send(&["RWLOCK.ACQUIRE", "rw", "native-w", "WRITE", "BLOCK", "10000"]);
+    w.send(&[
+        "RWLOCK.ACQUIRE",
+        "rw",
+        "native-w",
+        "WRITE",
+        "BLOCK",
+        "10000",
+    ]);
     wait_waiting(&s, 1);
     assert_eq!(red.read_lock(b"rw", 5, 30000), None);
     assert_eq!(rel(&mut c, "rw", "native-r", "READ"), Reply::Int(0));
@@ -678,7 +880,11 @@ fn redisson_and_native_share_locks(kind: Kind) {
     let ttl = info_int(&mut c, "rw", "ttl");
     assert!(ttl > 59000, "{ttl}");
     assert_eq!(red.read_unlock(b"rw", 5), Some(true));
-    assert_eq!(w.read_reply(), Reply::Int(1), "{kind}: Redisson's last reader left");
+    assert_eq!(
+        w.read_reply(),
+        Reply::Int(1),
+        "{kind}: Redisson's last reader left"
+    );
     // A native owner named as Redisson names them releases Redisson's hold
     // and the other way round: one layout.
     rel(&mut w, "rw", "native-w", "WRITE");
@@ -698,7 +904,10 @@ fn timeout_key_events_map_back_to_the_lock(kind: Kind) {
     let mut c = s.client();
     acq(&mut c, "rw", "r", &["READ", "PX", "60000"]);
     acq(&mut c, "u:{1}:rw", "r", &["READ", "PX", "60000"]);
-    for (key, tk) in [("rw", tkey("r", 1)), ("u:{1}:rw", "u:{1}:rw:r:rwlock_timeout:1".into())] {
+    for (key, tk) in [
+        ("rw", tkey("r", 1)),
+        ("u:{1}:rw", "u:{1}:rw:r:rwlock_timeout:1".into()),
+    ] {
         let mut w = s.client();
         w.send(&["RWLOCK.ACQUIRE", key, "w", "WRITE", "BLOCK", "10000"]);
         wait_waiting(&s, 1);
@@ -706,7 +915,10 @@ fn timeout_key_events_map_back_to_the_lock(kind: Kind) {
         assert_eq!(c.cmd(&["DEL", &tk]), Reply::Int(1));
         assert_eq!(w.read_reply(), Reply::Int(1), "{kind} {key}");
         assert!(at.elapsed() < SECOND, "{kind}: {:?}", at.elapsed());
-        assert_eq!(fields(&mut c, key.as_bytes()), map(&[("mode", "write"), ("w:write", "1")]));
+        assert_eq!(
+            fields(&mut c, key.as_bytes()),
+            map(&[("mode", "write"), ("w:write", "1")])
+        );
     }
     // DEL of the lock itself serves the queue too, and so does FLUSHALL.
     let mut w = s.client();
@@ -744,7 +956,10 @@ fn undelivered_grant_is_taken_back(kind: Kind) {
     let r = w1.read_reply();
     assert_eq!(r.err_code(), Some("UNBLOCKED"), "{kind}: {r:?}");
     assert_eq!(w2.read_reply(), Reply::Int(1), "{kind}: the lock moved on");
-    assert_eq!(fields(&mut c, b"rw"), map(&[("mode", "write"), ("w2:write", "1")]));
+    assert_eq!(
+        fields(&mut c, b"rw"),
+        map(&[("mode", "write"), ("w2:write", "1")])
+    );
     assert!(keys(&mut c, "{rw}*").is_empty());
 }
 
@@ -767,7 +982,8 @@ fn module_unload_with_locks_held(kind: Kind) {
     wait_waiting(&s, 0);
     let before = keyspace(&mut c);
     assert!(
-        wait_until(5 * SECOND, || c.cmd(&["MODULE", "UNLOAD", "lock"]) == Reply::Status("OK".into())),
+        wait_until(5 * SECOND, || c.cmd(&["MODULE", "UNLOAD", "lock"])
+            == Reply::Status("OK".into())),
         "{kind}: MODULE UNLOAD refused with locks held and nobody waiting"
     );
     assert_eq!(keyspace(&mut c), before);
@@ -778,7 +994,10 @@ fn module_unload_with_locks_held(kind: Kind) {
     );
     assert!(acq(&mut c, "rw", "x", &["WRITE"]).is_nil());
     assert_eq!(rel(&mut c, "rw", "r", "READ"), Reply::Int(1));
-    assert_eq!(c.cmd(&["LOCK.MRELEASE", "2", "b", "a", "m"]), Reply::Array(vec![Reply::Int(0), Reply::Int(0)]));
+    assert_eq!(
+        c.cmd(&["LOCK.MRELEASE", "2", "b", "a", "m"]),
+        Reply::Array(vec![Reply::Int(0), Reply::Int(0)])
+    );
 }
 
 /// WATCH and client-side caching hear of every write: to the hash, and to
@@ -789,14 +1008,23 @@ fn watch_sees_rw_writes(kind: Kind) {
     let mut other = s.client();
     for (watched, write) in [
         ("rw", &["RWLOCK.ACQUIRE", "rw", "x", "READ"][..]),
-        ("{rw}:x:rwlock_timeout:1", &["RWLOCK.RENEW", "rw", "x", "PX", "5000"]),
-        ("{rw}:x:rwlock_timeout:1", &["RWLOCK.RELEASE", "rw", "x", "READ"]),
+        (
+            "{rw}:x:rwlock_timeout:1",
+            &["RWLOCK.RENEW", "rw", "x", "PX", "5000"],
+        ),
+        (
+            "{rw}:x:rwlock_timeout:1",
+            &["RWLOCK.RELEASE", "rw", "x", "READ"],
+        ),
     ] {
         c.cmd(&["WATCH", watched]);
         assert!(!other.cmd(write).is_error(), "{write:?}");
         c.cmd(&["MULTI"]);
         c.cmd(&["PING"]);
-        assert!(c.cmd(&["EXEC"]).is_nil(), "{kind}: {write:?} did not touch {watched}");
+        assert!(
+            c.cmd(&["EXEC"]).is_nil(),
+            "{kind}: {write:?} did not touch {watched}"
+        );
     }
     // A call that changes nothing touches nothing.
     acq(&mut other, "rw", "y", &["WRITE"]);
@@ -805,7 +1033,10 @@ fn watch_sees_rw_writes(kind: Kind) {
     info(&mut other, "rw");
     c.cmd(&["MULTI"]);
     c.cmd(&["PING"]);
-    assert_eq!(c.cmd(&["EXEC"]), Reply::Array(vec![Reply::Status("PONG".into())]));
+    assert_eq!(
+        c.cmd(&["EXEC"]),
+        Reply::Array(vec![Reply::Status("PONG".into())])
+    );
 }
 
 // ---- lifecycle events ----
@@ -829,7 +1060,10 @@ fn lifecycle_events_per_owner(kind: Kind) {
     // Two owners forced.
     acq(&mut c, "rw", "a", &["READ"]);
     c.cmd(&["RWLOCK.FORCERELEASE", "rw"]);
-    assert_eq!(ev.drain(quiet), ["rwlock.acquired", "rwlock.forced", "rwlock.forced"]);
+    assert_eq!(
+        ev.drain(quiet),
+        ["rwlock.acquired", "rwlock.forced", "rwlock.forced"]
+    );
     // Expired: fired once the hold lapsed, never before; with a waiter,
     // at the deadline (the module's own timer), and the waiter's
     // `acquired` after it.
@@ -841,7 +1075,11 @@ fn lifecycle_events_per_owner(kind: Kind) {
     assert_eq!(ev.next(2 * SECOND).as_deref(), Some("rwlock.expired"));
     let seen = server_ms(&mut c);
     assert!(seen > deadline, "{kind}: expired before its deadline");
-    assert!(seen <= deadline + 250, "{kind}: expired {} ms late", seen - deadline);
+    assert!(
+        seen <= deadline + 250,
+        "{kind}: expired {} ms late",
+        seen - deadline
+    );
     assert_eq!(ev.next(quiet).as_deref(), Some("rwlock.acquired"));
     assert_eq!(b.read_reply(), Reply::Int(1));
     rel(&mut b, "rw", "b", "WRITE");
@@ -852,7 +1090,10 @@ fn lifecycle_events_per_owner(kind: Kind) {
     let deadline = pexpiretime(&mut c, tkey("a", 1).as_bytes());
     assert_eq!(ev.next(quiet).as_deref(), Some("rwlock.acquired"));
     assert_eq!(ev.next(3 * SECOND).as_deref(), Some("rwlock.expired"));
-    assert!(server_ms(&mut c) > deadline, "{kind}: expired before its deadline");
+    assert!(
+        server_ms(&mut c) > deadline,
+        "{kind}: expired before its deadline"
+    );
     // A hand-off: the ending event, then `acquired`.
     acq(&mut c, "rw", "h", &["WRITE"]);
     let mut w = s.client();
@@ -860,7 +1101,10 @@ fn lifecycle_events_per_owner(kind: Kind) {
     wait_waiting(&s, 1);
     rel(&mut c, "rw", "h", "WRITE");
     assert_eq!(w.read_reply(), Reply::Int(1));
-    assert_eq!(ev.drain(quiet), ["rwlock.acquired", "rwlock.released", "rwlock.acquired"]);
+    assert_eq!(
+        ev.drain(quiet),
+        ["rwlock.acquired", "rwlock.released", "rwlock.acquired"]
+    );
     // Closed, and a DEL by someone else fires none of ours.
     let mut k = s.client();
     acq(&mut k, "rw", "tied", &["READ", "KEEPALIVE"]);
@@ -877,7 +1121,9 @@ fn pair(kind: Kind) -> (Server, Server) {
     let p = Server::start(kind);
     let r = Server::start(kind);
     r.replica_of(&p);
-    assert!(wait_until(10 * SECOND, || p.info("replication").contains("state=online")));
+    assert!(wait_until(10 * SECOND, || p
+        .info("replication")
+        .contains("state=online")));
     let mut c = p.client();
     c.cmd(&["SET", "ready", "1"]);
     assert_eq!(c.cmd(&["WAIT", "1", "5000"]), Reply::Int(1));
@@ -918,10 +1164,25 @@ fn replicas_with_exact_undo(kind: Kind) {
     let (p, r) = pair(kind);
     let mut c = p.client();
     let mut rc = r.client();
-    assert_eq!(acq(&mut c, "rw", "a", &["READ", "PX", "60000", "REPLICAS", "1", "5000"]), Reply::Int(1));
-    assert_eq!(acq(&mut c, "rw", "a", &["READ", "PX", "90000"]), Reply::Int(2));
+    assert_eq!(
+        acq(
+            &mut c,
+            "rw",
+            "a",
+            &["READ", "PX", "60000", "REPLICAS", "1", "5000"]
+        ),
+        Reply::Int(1)
+    );
+    assert_eq!(
+        acq(&mut c, "rw", "a", &["READ", "PX", "90000"]),
+        Reply::Int(2)
+    );
     c.cmd(&["WAIT", "1", "5000"]);
-    assert_eq!(keyspace(&mut rc), keyspace(&mut c), "{kind}: the replica holds what the primary holds");
+    assert_eq!(
+        keyspace(&mut rc),
+        keyspace(&mut c),
+        "{kind}: the replica holds what the primary holds"
+    );
     assert_eq!(info_int(&mut rc, "rw", "readholds"), 2);
     for cmd in [
         &["RWLOCK.ACQUIRE", "rw", "b", "READ"][..],
@@ -938,13 +1199,39 @@ fn replicas_with_exact_undo(kind: Kind) {
     {
         let _frozen = Frozen::new(&r);
         for (owner, mode) in [("b", "READ"), ("a", "READ")] {
-            let got = acq(&mut c, "rw", owner, &[mode, "PX", "120000", "REPLICAS", "1", "200"]);
-            assert_eq!(got.err_code(), Some("NOREPLICAS"), "{kind} {owner}: {got:?}");
-            assert_eq!(keyspace(&mut c), before, "{kind}: {owner} {mode} undone exactly");
+            let got = acq(
+                &mut c,
+                "rw",
+                owner,
+                &[mode, "PX", "120000", "REPLICAS", "1", "200"],
+            );
+            assert_eq!(
+                got.err_code(),
+                Some("NOREPLICAS"),
+                "{kind} {owner}: {got:?}"
+            );
+            assert_eq!(
+                keyspace(&mut c),
+                before,
+                "{kind}: {owner} {mode} undone exactly"
+            );
         }
-        let got = c.cmd(&["RWLOCK.RENEW", "rw", "a", "PX", "5000", "REPLICAS", "1", "200"]);
+        let got = c.cmd(&[
+            "RWLOCK.RENEW",
+            "rw",
+            "a",
+            "PX",
+            "5000",
+            "REPLICAS",
+            "1",
+            "200",
+        ]);
         assert_eq!(got.err_code(), Some("NOREPLICAS"), "{got:?}");
-        assert_eq!(keyspace(&mut c), before, "{kind}: the renewal undone exactly");
+        assert_eq!(
+            keyspace(&mut c),
+            before,
+            "{kind}: the renewal undone exactly"
+        );
         sub.expect_silence("undone holds that did not free the lock");
         // A fresh WRITE undone: released as its release would, `1`.
         let mut wsub = Subscriber::new(&p, false, &rwlock_channel(b"w"));
@@ -970,11 +1257,25 @@ fn replicas_with_exact_undo(kind: Kind) {
     c.cmd(&["RWLOCK.FORCERELEASE", "rw"]);
     acq(&mut c, "rw", "h", &["WRITE"]);
     let mut w = p.client();
-    w.send(&["RWLOCK.ACQUIRE", "rw", "q", "READ", "BLOCK", "5000", "REPLICAS", "1", "3000"]);
+    w.send(&[
+        "RWLOCK.ACQUIRE",
+        "rw",
+        "q",
+        "READ",
+        "BLOCK",
+        "5000",
+        "REPLICAS",
+        "1",
+        "3000",
+    ]);
     wait_waiting(&p, 1);
     rel(&mut c, "rw", "h", "WRITE");
     assert_eq!(w.read_reply(), Reply::Int(1));
-    assert_eq!(info_int(&mut rc, "rw", "readholds"), 1, "{kind}: on the replica when answered");
+    assert_eq!(
+        info_int(&mut rc, "rw", "readholds"),
+        1,
+        "{kind}: on the replica when answered"
+    );
     assert_eq!(info_int(&mut rc, "rw", "waiters"), 0);
 }
 
@@ -997,49 +1298,144 @@ fn bad_input_changes_nothing(kind: Kind) {
     let before = keyspace(&mut c);
     let cases: Vec<(Vec<&str>, &str, &str)> = vec![
         (vec!["RWLOCK.ACQUIRE"], "ERR", "wrong number of arguments"),
-        (vec!["RWLOCK.ACQUIRE", "rw", "o"], "ERR", "wrong number of arguments"),
-        (vec!["RWLOCK.ACQUIRE", "rw", "o", "PX", "10"], "ERR", "READ or WRITE"),
-        (vec!["RWLOCK.ACQUIRE", "rw", "o", "READ", "WRITE"], "ERR", "syntax"),
-        (vec!["RWLOCK.ACQUIRE", "rw", "o", "READ", "READ"], "ERR", "syntax"),
-        (vec!["RWLOCK.ACQUIRE", "rw", "o", "READ", "TOKEN"], "ERR", "WRITE only"),
+        (
+            vec!["RWLOCK.ACQUIRE", "rw", "o"],
+            "ERR",
+            "wrong number of arguments",
+        ),
+        (
+            vec!["RWLOCK.ACQUIRE", "rw", "o", "PX", "10"],
+            "ERR",
+            "READ or WRITE",
+        ),
+        (
+            vec!["RWLOCK.ACQUIRE", "rw", "o", "READ", "WRITE"],
+            "ERR",
+            "syntax",
+        ),
+        (
+            vec!["RWLOCK.ACQUIRE", "rw", "o", "READ", "READ"],
+            "ERR",
+            "syntax",
+        ),
+        (
+            vec!["RWLOCK.ACQUIRE", "rw", "o", "READ", "TOKEN"],
+            "ERR",
+            "WRITE only",
+        ),
         (vec!["RWLOCK.ACQUIRE", "rw", "mode", "READ"], "ERR", ""),
         (vec!["RWLOCK.ACQUIRE", "rw", "x:write", "WRITE"], "ERR", ""),
         (vec!["RWLOCK.ACQUIRE", "rw", "", "READ"], "ERR", "owner"),
         (vec!["RWLOCK.ACQUIRE", "rw", &long, "READ"], "ERR", "owner"),
-        (vec!["RWLOCK.ACQUIRE", "rw", "o", "READ", "PX", "0"], "ERR", "lease"),
-        (vec!["RWLOCK.ACQUIRE", "rw", "o", "READ", "EX", "-1"], "ERR", "lease"),
-        (vec!["RWLOCK.ACQUIRE", "rw", "o", "READ", "PX", "1", "EX", "1"], "ERR", ""),
-        (vec!["RWLOCK.ACQUIRE", "rw", "o", "READ", "PX", "9223372036854775807"], "ERR", "lease"),
-        (vec!["RWLOCK.ACQUIRE", "rw", "o", "READ", "BLOCK", "-1"], "ERR", "BLOCK"),
-        (vec!["RWLOCK.ACQUIRE", "rw", "o", "READ", "BLOCK"], "ERR", ""),
-        (vec!["RWLOCK.ACQUIRE", "rw", "o", "READ", "REPLICAS", "1"], "ERR", ""),
-        (vec!["RWLOCK.ACQUIRE", "rw", "o", "READ", "REPLICAS", "-1", "10"], "ERR", "REPLICAS"),
-        (vec!["RWLOCK.ACQUIRE", "rw", "o", "READ", "REPLICAS", "1", "0"], "ERR", "REPLICAS"),
-        (vec!["RWLOCK.ACQUIRE", "rw", "o", "READ", "NX"], "ERR", "unknown option"),
-        (vec!["RWLOCK.ACQUIRE", "rw", "o", "READ", "KEEPALIVE", "PX", "50"], "ERR", "KEEPALIVE"),
+        (
+            vec!["RWLOCK.ACQUIRE", "rw", "o", "READ", "PX", "0"],
+            "ERR",
+            "lease",
+        ),
+        (
+            vec!["RWLOCK.ACQUIRE", "rw", "o", "READ", "EX", "-1"],
+            "ERR",
+            "lease",
+        ),
+        (
+            vec!["RWLOCK.ACQUIRE", "rw", "o", "READ", "PX", "1", "EX", "1"],
+            "ERR",
+            "",
+        ),
+        (
+            vec![
+                "RWLOCK.ACQUIRE",
+                "rw",
+                "o",
+                "READ",
+                "PX",
+                "9223372036854775807",
+            ],
+            "ERR",
+            "lease",
+        ),
+        (
+            vec!["RWLOCK.ACQUIRE", "rw", "o", "READ", "BLOCK", "-1"],
+            "ERR",
+            "BLOCK",
+        ),
+        (
+            vec!["RWLOCK.ACQUIRE", "rw", "o", "READ", "BLOCK"],
+            "ERR",
+            "",
+        ),
+        (
+            vec!["RWLOCK.ACQUIRE", "rw", "o", "READ", "REPLICAS", "1"],
+            "ERR",
+            "",
+        ),
+        (
+            vec!["RWLOCK.ACQUIRE", "rw", "o", "READ", "REPLICAS", "-1", "10"],
+            "ERR",
+            "REPLICAS",
+        ),
+        (
+            vec!["RWLOCK.ACQUIRE", "rw", "o", "READ", "REPLICAS", "1", "0"],
+            "ERR",
+            "REPLICAS",
+        ),
+        (
+            vec!["RWLOCK.ACQUIRE", "rw", "o", "READ", "NX"],
+            "ERR",
+            "unknown option",
+        ),
+        (
+            vec!["RWLOCK.ACQUIRE", "rw", "o", "READ", "KEEPALIVE", "PX", "50"],
+            "ERR",
+            "KEEPALIVE",
+        ),
         (vec!["RWLOCK.ACQUIRE", "rw", "r", "WRITE"], "NOUPGRADE", ""),
         (vec!["RWLOCK.ACQUIRE", "str", "o", "READ"], "WRONGTYPE", ""),
         (vec!["RWLOCK.ACQUIRE", "plain", "o", "READ"], "NOTLOCK", ""),
         (vec!["RWLOCK.ACQUIRE", "junk", "o", "WRITE"], "NOTLOCK", ""),
         (vec!["RWLOCK.ACQUIRE", "junk2", "o", "READ"], "NOTLOCK", ""),
-        (vec!["RWLOCK.RELEASE", "rw", "r"], "ERR", "wrong number of arguments"),
-        (vec!["RWLOCK.RELEASE", "rw", "r", "READ", "x"], "ERR", "wrong number of arguments"),
+        (
+            vec!["RWLOCK.RELEASE", "rw", "r"],
+            "ERR",
+            "wrong number of arguments",
+        ),
+        (
+            vec!["RWLOCK.RELEASE", "rw", "r", "READ", "x"],
+            "ERR",
+            "wrong number of arguments",
+        ),
         (vec!["RWLOCK.RELEASE", "rw", "r", "PX"], "ERR", ""),
         (vec!["RWLOCK.RELEASE", "rw", "mode", "READ"], "ERR", ""),
         (vec!["RWLOCK.RELEASE", "rw", "r", "WRITE"], "NOTOWNER", ""),
         (vec!["RWLOCK.RELEASE", "str", "r", "READ"], "WRONGTYPE", ""),
         (vec!["RWLOCK.RELEASE", "plain", "o", "READ"], "NOTLOCK", ""),
-        (vec!["RWLOCK.RENEW", "rw"], "ERR", "wrong number of arguments"),
-        (vec!["RWLOCK.RENEW", "rw", "r", "READ"], "ERR", "unknown option"),
+        (
+            vec!["RWLOCK.RENEW", "rw"],
+            "ERR",
+            "wrong number of arguments",
+        ),
+        (
+            vec!["RWLOCK.RENEW", "rw", "r", "READ"],
+            "ERR",
+            "unknown option",
+        ),
         (vec!["RWLOCK.RENEW", "rw", "r", "PX", "-5"], "ERR", "lease"),
         (vec!["RWLOCK.RENEW", "rw", "x:write"], "ERR", ""),
         (vec!["RWLOCK.RENEW", "str", "r"], "WRONGTYPE", ""),
         (vec!["RWLOCK.RENEW", "junk", "r"], "NOTLOCK", ""),
         (vec!["RWLOCK.INFO"], "ERR", "wrong number of arguments"),
-        (vec!["RWLOCK.INFO", "rw", "x"], "ERR", "wrong number of arguments"),
+        (
+            vec!["RWLOCK.INFO", "rw", "x"],
+            "ERR",
+            "wrong number of arguments",
+        ),
         (vec!["RWLOCK.INFO", "str"], "WRONGTYPE", ""),
         (vec!["RWLOCK.INFO", "plain"], "NOTLOCK", ""),
-        (vec!["RWLOCK.FORCERELEASE", "rw", "x"], "ERR", "wrong number of arguments"),
+        (
+            vec!["RWLOCK.FORCERELEASE", "rw", "x"],
+            "ERR",
+            "wrong number of arguments",
+        ),
         (vec!["RWLOCK.FORCERELEASE", "str"], "WRONGTYPE", ""),
         (vec!["RWLOCK.FORCERELEASE", "junk"], "NOTLOCK", ""),
         (vec!["LOCK.ACQUIRE", "rw", "o"], "NOTLOCK", ""),
@@ -1050,7 +1446,11 @@ fn bad_input_changes_nothing(kind: Kind) {
         let r = c.cmd(cmd);
         assert_eq!(r.err_code(), Some(*code), "{kind}: {cmd:?} -> {r:?}");
         assert!(format!("{r:?}").contains(text), "{kind}: {cmd:?} -> {r:?}");
-        assert_eq!(keyspace(&mut c), before, "{kind}: {cmd:?} changed something");
+        assert_eq!(
+            keyspace(&mut c),
+            before,
+            "{kind}: {cmd:?} changed something"
+        );
     }
     // Inside a script: KEEPALIVE is an error, REPLICAS too; nothing changed.
     for script in [
@@ -1081,7 +1481,10 @@ fn bad_input_changes_nothing(kind: Kind) {
 /// works; the channel is sharded; a queued writer is served; LOCK.MACQUIRE
 /// of keys in one slot works and CROSSSLOT otherwise.
 fn cluster_three_primaries(kind: Kind) {
-    let cluster = Cluster::builder(kind).primaries(3).replicas_per_primary(0).start();
+    let cluster = Cluster::builder(kind)
+        .primaries(3)
+        .replicas_per_primary(0)
+        .start();
     for key in ["rw", "user:{42}:rw"] {
         let node = cluster.node_for_key(key.as_bytes());
         let mut c = cluster.client_for_key(key.as_bytes());
@@ -1090,9 +1493,24 @@ fn cluster_three_primaries(kind: Kind) {
         let moved = acq(&mut elsewhere, key, "o", &["READ"]);
         assert_eq!(moved.err_code(), Some("MOVED"), "{moved:?}");
         let channel = rwlock_channel(key.as_bytes());
-        let mut sub = Subscriber::on(cluster.client_for_key(key.as_bytes()), false, &channel, true);
-        assert_eq!(acq(&mut c, key, "r", &["READ", "PX", "60000"]), Reply::Int(1));
-        let tk = format!("{}:r:rwlock_timeout:1", if key.contains('{') { key.to_string() } else { format!("{{{key}}}") });
+        let mut sub = Subscriber::on(
+            cluster.client_for_key(key.as_bytes()),
+            false,
+            &channel,
+            true,
+        );
+        assert_eq!(
+            acq(&mut c, key, "r", &["READ", "PX", "60000"]),
+            Reply::Int(1)
+        );
+        let tk = format!(
+            "{}:r:rwlock_timeout:1",
+            if key.contains('{') {
+                key.to_string()
+            } else {
+                format!("{{{key}}}")
+            }
+        );
         assert_eq!(c.cmd(&["GET", &tk]), bulk("1"));
         let mut w = cluster.client_for_key(key.as_bytes());
         w.send(&["RWLOCK.ACQUIRE", key, "w", "WRITE", "BLOCK", "10000"]);
@@ -1115,7 +1533,10 @@ fn cluster_three_primaries(kind: Kind) {
         // A WRITE writes only the hash: fine; a downgrade would write a
         // timeout key elsewhere: CROSSSLOT.
         assert_eq!(acq(&mut c, key, "o", &["WRITE"]), Reply::Int(1));
-        assert_eq!(acq(&mut c, key, "o", &["READ"]).err_code(), Some("CROSSSLOT"));
+        assert_eq!(
+            acq(&mut c, key, "o", &["READ"]).err_code(),
+            Some("CROSSSLOT")
+        );
         assert_eq!(rel(&mut c, key, "o", "WRITE"), Reply::Int(0));
     }
     // LOCK.MACQUIRE: one slot.
@@ -1125,7 +1546,17 @@ fn cluster_three_primaries(kind: Kind) {
         Reply::Array(vec![Reply::Int(1), Reply::Int(1)])
     );
     assert_eq!(
-        c.cmd(&["COMMAND", "GETKEYS", "LOCK.MACQUIRE", "2", "{t}a", "{t}b", "me", "PX", "10"]),
+        c.cmd(&[
+            "COMMAND",
+            "GETKEYS",
+            "LOCK.MACQUIRE",
+            "2",
+            "{t}a",
+            "{t}b",
+            "me",
+            "PX",
+            "10"
+        ]),
         Reply::Array(vec![bulk("{t}a"), bulk("{t}b")])
     );
     let r = c.cmd(&["LOCK.MACQUIRE", "2", "{t}a", "{u}b", "me"]);
@@ -1133,13 +1564,28 @@ fn cluster_three_primaries(kind: Kind) {
     let r = c.cmd(&["LOCK.MRELEASE", "2", "{t}a", "{u}b", "me"]);
     assert_eq!(r.err_code(), Some("CROSSSLOT"), "{r:?}");
     let mut w = cluster.client_for_key(b"{t}a");
-    w.send(&["LOCK.MACQUIRE", "2", "{t}b", "{t}a", "you", "BLOCK", "10000"]);
-    assert!(wait_until(5 * SECOND, || c.cmd(&["LOCK.WAITERS", "{t}a"]).as_array().len() == 1));
+    w.send(&[
+        "LOCK.MACQUIRE",
+        "2",
+        "{t}b",
+        "{t}a",
+        "you",
+        "BLOCK",
+        "10000",
+    ]);
+    assert!(wait_until(5 * SECOND, || c
+        .cmd(&["LOCK.WAITERS", "{t}a"])
+        .as_array()
+        .len()
+        == 1));
     assert_eq!(
         c.cmd(&["LOCK.MRELEASE", "2", "{t}a", "{t}b", "me"]),
         Reply::Array(vec![Reply::Int(0), Reply::Int(0)])
     );
-    assert_eq!(w.read_reply(), Reply::Array(vec![Reply::Int(1), Reply::Int(1)]));
+    assert_eq!(
+        w.read_reply(),
+        Reply::Array(vec![Reply::Int(1), Reply::Int(1)])
+    );
 }
 
 per_kind!(

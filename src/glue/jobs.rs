@@ -25,8 +25,8 @@ use crate::glue::scheduler::{self, Job, Outcome};
 use crate::glue::stats;
 use crate::glue::store::ids::TieKind;
 use crate::glue::store::server;
-use crate::glue::waiting::{lock, rwlock};
 use crate::glue::waiting::{acks, callbacks, delivery, queues, serve, ties};
+use crate::glue::waiting::{lock, rwlock};
 
 /// How often to look again while writes are paused.
 const PAUSE_RETRY_MS: i64 = 5;

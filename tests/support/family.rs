@@ -11,9 +11,9 @@ use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
 use testkit::redisson::{
-    RW_READ_LOCK, RW_READ_RENEW, RW_READ_UNLOCK, RW_UNLOCK_MESSAGE, RW_WRITE_LOCK,
-    RW_WRITE_UNLOCK, RW_READ_UNLOCK_MESSAGE, rwlock_channel, rwlock_key_prefix,
-    rwlock_timeout_prefix, rwlock_writer, unlock_latch,
+    RW_READ_LOCK, RW_READ_RENEW, RW_READ_UNLOCK, RW_READ_UNLOCK_MESSAGE, RW_UNLOCK_MESSAGE,
+    RW_WRITE_LOCK, RW_WRITE_UNLOCK, rwlock_channel, rwlock_key_prefix, rwlock_timeout_prefix,
+    rwlock_writer, unlock_latch,
 };
 use testkit::{Client, Reply, Server, args, wait_until};
 
@@ -408,7 +408,10 @@ impl Subscriber {
         let m = self.c.try_read_reply(within)?;
         let parts = match (&m, self.resp3) {
             (Reply::Array(p), false) | (Reply::Push(p), true) => p,
-            other => panic!("message in the wrong frame (resp3 {}): {other:?}", self.resp3),
+            other => panic!(
+                "message in the wrong frame (resp3 {}): {other:?}",
+                self.resp3
+            ),
         };
         assert_eq!(parts[0], bulk(self.kind), "{m:?}");
         assert_eq!(parts[1], bulk(&self.channel), "{m:?}");

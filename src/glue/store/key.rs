@@ -184,4 +184,3 @@ impl LockStore for LockKey<'_> {
         token.write(ctx, value);
     }
 }
-

@@ -91,7 +91,12 @@ impl<'a> RwKey<'a> {
     fn token_key(&mut self) -> LockResult<&mut TokenKey> {
         if self.token.is_none() {
             let write = self.mode == Mode::Write;
-            self.token = Some(TokenKey::open(self.ctx, self.name, write, server::cluster())?);
+            self.token = Some(TokenKey::open(
+                self.ctx,
+                self.name,
+                write,
+                server::cluster(),
+            )?);
         }
         self.token
             .as_mut()

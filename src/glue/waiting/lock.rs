@@ -71,16 +71,14 @@ pub fn serve(ctx: Ctx, lock: &mut LockKey<'_>) -> bool {
         });
         match kind {
             Some(Head::One) => {}
-            Some(Head::Multi) => {
-                match serve_multi(ctx, db, lock, id, ticket, &keys) {
-                    Some(true) => {
-                        granted = true;
-                        break;
-                    }
-                    Some(false) => continue,
-                    None => break,
+            Some(Head::Multi) => match serve_multi(ctx, db, lock, id, ticket, &keys) {
+                Some(true) => {
+                    granted = true;
+                    break;
                 }
-            }
+                Some(false) => continue,
+                None => break,
+            },
             Some(Head::Other) => {
                 if let Some(qk) = keys.iter().find(|qk| *qk.name == *key) {
                     scheduler::soon(ctx, Job::Serve(qk.clone()));
@@ -330,7 +328,14 @@ fn deliver_multi(ctx: Ctx, db: i32, taken: queues::TakenOut, counts: Vec<i64>) {
         return;
     };
     let tie_to = waiter.keepalive.then_some(waiter.client);
-    let answer = multi_answer(db, &taken.keys, ask.owner.as_ref(), counts, tie_to, ask.lease);
+    let answer = multi_answer(
+        db,
+        &taken.keys,
+        ask.owner.as_ref(),
+        counts,
+        tie_to,
+        ask.lease,
+    );
     acks::grant(ctx, waiter.handle, answer, waiter.replicas);
 }
 

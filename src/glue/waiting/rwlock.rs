@@ -39,12 +39,12 @@ use super::delivery::Verify;
 use super::queues::{self, Ask, Waiter};
 use super::slot::Wake;
 use super::ties::{self, Granted as HowGranted, TieKind};
+use crate::core::Millis;
 use crate::core::channel::rwlock_channel;
 use crate::core::rwlock::{
     self, Queued, RenewUndo, RwAcquired, RwClaim, RwMode, Swept, timeout_key_candidates,
 };
 use crate::core::slot::key_slot;
-use crate::core::Millis;
 use crate::glue::runtime::ffi::{Ctx, OwnedStr, RStr};
 use crate::glue::runtime::reply::{Granted, Reply};
 use crate::glue::scheduler::{self, Job, JobId, Outcome};
@@ -169,7 +169,14 @@ fn deliver(
         generated: ask.generated.then(|| OwnedStr::new(ask.owner.as_ref())),
         token,
     };
-    let answer = grant_answer(db, key, ask.owner.as_ref(), ask.mode, Reply::Granted(granted), tie);
+    let answer = grant_answer(
+        db,
+        key,
+        ask.owner.as_ref(),
+        ask.mode,
+        Reply::Granted(granted),
+        tie,
+    );
     acks::grant(ctx, waiter.handle, answer, waiter.replicas);
 }
 
@@ -294,7 +301,10 @@ fn any_followed() -> bool {
 
 /// The lock's `QueueKey`: its queue's, the one already followed, or new.
 fn queue_key(db: i32, name: &[u8]) -> QueueKey {
-    let known = with(|t| t.get_key_value(&KeyRef { db, name }).map(|(qk, _)| qk.clone()));
+    let known = with(|t| {
+        t.get_key_value(&KeyRef { db, name })
+            .map(|(qk, _)| qk.clone())
+    });
     queues::queue_key(db, name)
         .or(known)
         .unwrap_or_else(|| QueueKey::new(db, name))
@@ -395,7 +405,10 @@ pub fn key_event(ctx: Ctx, db: i32, name: &[u8]) -> Vec<Vec<u8>> {
     {
         check_soon(ctx, db, name);
     }
-    if !name.windows(TIMEOUT_INFIX.len()).any(|w| w == TIMEOUT_INFIX) {
+    if !name
+        .windows(TIMEOUT_INFIX.len())
+        .any(|w| w == TIMEOUT_INFIX)
+    {
         return queued;
     }
     let slot = key_slot(name);
@@ -527,9 +540,7 @@ pub fn restore(ctx: Ctx, qk: &QueueKey, owner: &OwnedStr, undo: &RenewUndo) -> O
             return;
         };
         fire_expired(ctx, rw.name(), &outcome.swept);
-        if outcome.value
-            && rwlock::holding(rw, owner.as_ref()).is_ok_and(|h| !h.any())
-        {
+        if outcome.value && rwlock::holding(rw, owner.as_ref()).is_ok_and(|h| !h.any()) {
             lifecycle::fire(ctx, Event::RwExpired, rw.name());
         }
         changed(ctx, rw, true, |_| None);

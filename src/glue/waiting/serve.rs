@@ -1,8 +1,8 @@
 //! What a key's queue, or a tie, falls due for — by primitive. The jobs
 //! (`jobs.rs`) come here; each primitive's file does the work.
 
-use super::{lock, rwlock};
 use super::queues::{self, Family};
+use super::{lock, rwlock};
 use crate::glue::runtime::ffi::Ctx;
 use crate::glue::scheduler::Outcome;
 use crate::glue::store::ids::TieKind;

@@ -22,9 +22,11 @@ fn queued(db: i32, key: &[u8]) -> Queued {
     }
     Queued {
         any: true,
-        write: queues::any_asking(db, key, |ask| {
-            matches!(ask, Ask::Rw(a) if a.mode == RwMode::Write)
-        }),
+        write: queues::any_asking(
+            db,
+            key,
+            |ask| matches!(ask, Ask::Rw(a) if a.mode == RwMode::Write),
+        ),
     }
 }
 
@@ -80,7 +82,15 @@ pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
                 true => HowGranted::Fresh,
                 false => HowGranted::ReEntry,
             };
-            let tie = ties::decide(db, key.as_ref(), owner.as_ref(), TieKind::Rw, how, tie_to, lease);
+            let tie = ties::decide(
+                db,
+                key.as_ref(),
+                owner.as_ref(),
+                TieKind::Rw,
+                how,
+                tie_to,
+                lease,
+            );
             waiting::changed(ctx, &mut rw, swept, |_| None);
             drop(rw);
             let owner_bytes = owner.as_ref().to_vec();
@@ -98,7 +108,8 @@ pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
             // The reply, and any tie, once the replicas acknowledged the
             // grant and if the owner still holds that mode then; if they do
             // not in time, the hold it added is taken back.
-            let answer = waiting::grant_answer(db, key.as_ref(), &owner_bytes, req.mode, granted, tie);
+            let answer =
+                waiting::grant_answer(db, key.as_ref(), &owner_bytes, req.mode, granted, tie);
             call::await_replicas(ctx, key, answer, replicas)
         }
         RwAcquired::Busy => match block {

@@ -2,8 +2,8 @@
 
 use crate::core::LockResult;
 use crate::core::command::Command;
-use crate::core::rwlock::request::parse_rw_key;
 use crate::core::rwlock;
+use crate::core::rwlock::request::parse_rw_key;
 use crate::glue::events;
 use crate::glue::runtime::ffi::{Ctx, RStr};
 use crate::glue::runtime::reply::Reply;

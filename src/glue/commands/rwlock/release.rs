@@ -1,8 +1,8 @@
 //! RWLOCK.RELEASE key owner READ|WRITE
 
 use crate::core::LockResult;
-use crate::core::rwlock::request::parse_rw_release;
 use crate::core::rwlock;
+use crate::core::rwlock::request::parse_rw_release;
 use crate::glue::events;
 use crate::glue::runtime::ffi::{Ctx, RStr};
 use crate::glue::runtime::reply::Reply;

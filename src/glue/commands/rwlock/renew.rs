@@ -2,8 +2,8 @@
 
 use super::super::call::{self, Call};
 use crate::core::LockResult;
-use crate::core::rwlock::request::parse_rw_renew;
 use crate::core::rwlock;
+use crate::core::rwlock::request::parse_rw_renew;
 use crate::glue::config;
 use crate::glue::events;
 use crate::glue::runtime::ffi::{Ctx, RStr};
@@ -40,7 +40,15 @@ pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
     // With KEEPALIVE the owner is tied to this connection (from any other);
     // without, its holds are plain leases again.
     let db = ctx.db();
-    let tie = ties::decide(db, key.as_ref(), owner, TieKind::Rw, HowGranted::Renewal, tie_to, lease);
+    let tie = ties::decide(
+        db,
+        key.as_ref(),
+        owner,
+        TieKind::Rw,
+        HowGranted::Renewal,
+        tie_to,
+        lease,
+    );
     let Some(replicas) = replicas else {
         if let Some(change) = tie {
             ties::apply(ctx, change);
