@@ -499,6 +499,21 @@ fn queue_policy(kind: Kind) {
     assert!(info(&mut c, "rw").map_get("writer") == Some(&bulk("holder")));
     rel(&mut c, "rw", "holder", "WRITE");
     assert!(keys(&mut c, "*").is_empty());
+    // A writer at the head that times out: the readers it held back go in.
+    acq(&mut c, "rw", "r", &["READ", "PX", "60000"]);
+    let mut w = s.client();
+    w.send(&["RWLOCK.ACQUIRE", "rw", "w", "WRITE", "BLOCK", "150"]);
+    wait_waiting(&s, 1);
+    let mut r = s.client();
+    r.send(&["RWLOCK.ACQUIRE", "rw", "r2", "READ", "BLOCK", "5000"]);
+    wait_waiting(&s, 2);
+    assert!(w.read_reply().is_nil());
+    assert_eq!(
+        r.read_reply(),
+        Reply::Int(1),
+        "{kind}: served when the writer left"
+    );
+    assert_eq!(info_int(&mut c, "rw", "readers"), 2);
 }
 
 /// 20 overlapping native readers arrive over 0.8 s, each holding for 300

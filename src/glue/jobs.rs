@@ -10,7 +10,7 @@
 //! | `Renew` | a KEEPALIVE tie, every third of its lease | dropped | waits |
 //! | `Closed`, `Release` | a tied connection closing | dropped | waits |
 //! | `TakeBack`, `Restore` | an undelivered grant, an unacknowledged call | dropped | waits |
-//! | `RwDue` | an RW lock's next deadline; a foreign change to it or to a read hold's timeout key | dropped | waits |
+//! | `RwDue` | a queued RW lock's next deadline (the queue's hand-on); a foreign change to a followed RW lock or to a read hold's timeout key | dropped | waits |
 //! | `RwTakeBack`, `RwRestore` | an undelivered or unacknowledged RWLOCK grant / renewal | dropped | waits |
 //! | `Many` | LOCK.MACQUIRE's undo (a `TakeBack` per key) | dropped | waits |
 //!

@@ -67,9 +67,9 @@ pub enum Job {
     AckTimeout(AckId),
     /// Send the answers waiting for delivery.
     Deliver,
-    /// An RW lock's next deadline has come, or something changed it or one
-    /// of its read holds' timeout keys: sweep what lapsed, serve its queue,
-    /// arm the next deadline.
+    /// A queued RW lock's next deadline has come, or something changed an
+    /// RW lock or one of its read holds' timeout keys: sweep what lapsed,
+    /// serve its queue, record (and with waiters, arm) the next deadline.
     RwDue(QueueKey),
     /// Take back one hold of this mode given to this owner of an RW lock
     /// (undelivered, or not acknowledged by the replicas).
