@@ -8,15 +8,18 @@
 //!   head alone. It runs after every change that can make a head
 //!   grantable: a release of any kind, a force release, a sweep that found
 //!   lapsed holds, a tied owner's connection closing, an undo.
-//! - **Deadlines**: every RW lock the module has seen has one `RwDue` job
-//!   at its next deadline (the earliest hold that may end: a read hold's
-//!   timeout key, or the hash), re-armed after every change (`arm`). At
-//!   the deadline the lapsed holds are swept, their owners get
-//!   `rwlock.expired`, the queue is served, and a lock whose last live hold
-//!   ended is deleted: it is free at once, for Redisson clients too, and
-//!   nobody has to call. Redis deletes a lapsed hash before anyone can
-//!   read who held it, so the record of the deadline keeps who ends then
-//!   (`rwlock::due`).
+//! - **Deadlines**: after every change the module records each RW lock's
+//!   next deadline (the earliest hold that may end: a read hold's timeout
+//!   key, or the hash) and who ends then (Redis deletes a lapsed hash
+//!   before anyone can read who held it; `rwlock::due`). A lock with
+//!   waiters has an `RwDue` job there (its queue's hand-on): the lapsed
+//!   holds are swept, their owners get `rwlock.expired`, the queue is
+//!   served, a lock whose last live hold ended is deleted. A lock nobody
+//!   waits for holds no timer (MODULE UNLOAD stays possible): the rules
+//!   keep its hash's lease at its last live hold's, so Redis expires it
+//!   then and it is free for Redisson clients too, nobody calling; the
+//!   module hears of that expiry, and of each lapsed timeout key, as
+//!   keyspace events, and fires the events then.
 //! - **Foreign changes**: a keyspace event on a tracked lock's key, or on
 //!   any read hold's timeout key (mapped back to its lock by name: a
 //!   Redisson reader's hold lapsing, its release deleting the key) brings
@@ -251,7 +254,7 @@ pub fn publish(ctx: Ctx, key: &RStr, message: &[u8]) {
 /// What follows a change the module made to the lock at `rw`: with
 /// `serve`, the queue is served (true if a waiter was handed something),
 /// then `message(handed_on)` is published if it says so, and the next
-/// deadline is armed.
+/// deadline is recorded (`arm`).
 pub fn changed(
     ctx: Ctx,
     rw: &mut RwKey<'_>,
@@ -485,7 +488,7 @@ fn outcome<R>(qk: &QueueKey, done: Option<R>) -> Outcome {
 /// get `rwlock.expired`; one that is there: lapsed holds are swept (their
 /// owners get `rwlock.expired`, a lock left with no live hold is deleted,
 /// publishing nothing). Then the queue is served and the next deadline
-/// armed.
+/// recorded (`arm`).
 pub fn due(ctx: Ctx, qk: &QueueKey) -> Outcome {
     let done = with_served(ctx, qk, |rw| {
         overdue(ctx, rw);
