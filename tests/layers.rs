@@ -27,7 +27,7 @@ fn rank(folder: &str, file: &str) -> u32 {
         ("runtime", "firewall") => 1,
         ("runtime", "register") => 3,
         ("runtime", _) => 2,
-        ("store", "ids" | "queue_key" | "own_event" | "server") => 0,
+        ("store", "ids" | "queue_key" | "own_event" | "server" | "token") => 0,
         ("store", _) => 1,
         ("waiting", "slot" | "ties" | "holds") => 0,
         ("waiting", "delivery") => 1,

@@ -2,7 +2,9 @@
 //!
 //! - Keyspace events on queued keys (DEL, UNLINK, expiry, eviction, a
 //!   Redisson Lua release, renames, overwrites, MIGRATE): the queue is looked
-//!   at again (`Serve` job). FLUSHALL / FLUSHDB / SWAPDB fire no per-key
+//!   at again (`Serve` job). Events on a followed RW lock's key or on any
+//!   read hold's timeout key (`...:rwlock_timeout:<n>`, mapped back to its
+//!   lock) bring that lock's visit forward (`RwDue` job). FLUSHALL / FLUSHDB / SWAPDB fire no per-key
 //!   events: the flush and swapdb server events do the same for every queue
 //!   of the databases involved.
 //! - A connection closing with tied locks (KEEPALIVE): `Closed` job.
@@ -34,7 +36,7 @@ use crate::glue::stats;
 use crate::glue::store::ids::ClientId;
 use crate::glue::store::{lifecycle, metrics};
 use crate::glue::store::{QueueKey, is_own_event, server};
-use crate::glue::waiting::{self, acks, queues, ties};
+use crate::glue::waiting::{self, acks, queues, rwlock, ties};
 
 thread_local! {
     static WATCHING_KEYSPACE: Cell<bool> = const { Cell::new(false) };
@@ -203,7 +205,12 @@ impl Hooks for Events {
         if is_own_event() {
             return;
         }
-        look_again(ctx, ctx.db(), key.as_ref());
+        let db = ctx.db();
+        look_again(ctx, db, key.as_ref());
+        // RW locks: a followed lock's key, or a read hold's timeout key.
+        for lock in rwlock::key_event(ctx, db, key.as_ref()) {
+            look_again(ctx, db, &lock);
+        }
     }
 
     fn server(ctx: Ctx, event: ServerEvent<'_>) {
@@ -264,6 +271,7 @@ fn look_again_in(ctx: Ctx, db: Option<i32>) {
     for QueueKey { db, name } in queues::keys(db) {
         look_again(ctx, db, &name);
     }
+    rwlock::look_again_in(ctx, db);
 }
 
 /// The node became a replica: it serves no locks now. The server answered
@@ -285,6 +293,7 @@ fn demoted() {
     }
     // Ties are connection state on the primary: the lease is the safety net.
     ties::drain();
+    rwlock::forget_all();
     for left in acks::drain() {
         left.handle.fail(LockError::Unblocked);
     }

@@ -14,6 +14,9 @@
 //! | `Permits` | a semaphore grant undone (REPLICAS, undelivered), a tied connection's permits | dropped | waits |
 //! | `Discover` | the first SEMAPHORE.* command, a promotion: semaphores' lease sets found by SCAN, a step at a time | dropped | waits |
 //! | `Serve`, `Due` of a latch queue | as above; a latch's key deadline | run (read-only: answers LATCH.AWAIT ... BLOCK waiters there) | waits |
+//! | `RwDue` | a queued RW lock's next deadline (the queue's hand-on); a foreign change to a followed RW lock or to a read hold's timeout key | dropped | waits |
+//! | `RwTakeBack`, `RwRestore` | an undelivered or unacknowledged RWLOCK grant / renewal | dropped | waits |
+//! | `Many` | LOCK.MACQUIRE's undo (a `TakeBack` per key) | dropped | waits |
 //!
 //! Jobs that write act only on a primary (a replica grants nothing; its
 //! waiters were answered when it was demoted) and never while writes are
@@ -27,7 +30,7 @@ use crate::glue::stats;
 use crate::glue::store::ids::TieKind;
 use crate::glue::store::{metrics, server};
 use crate::glue::waiting::{acks, callbacks, delivery, holds, queues, serve, ties};
-use crate::glue::waiting::{lock, semaphore};
+use crate::glue::waiting::{lock, rwlock, semaphore};
 
 /// How often to look again while writes are paused.
 const PAUSE_RETRY_MS: i64 = 5;
@@ -137,6 +140,25 @@ fn run_writing(ctx: Ctx, job: Job) -> Option<Job> {
         Job::Restore(qk, owner, deadline) => {
             let outcome = lock::restore(ctx, &qk, &owner, deadline);
             retry(outcome, Job::Restore(qk, owner, deadline))
+        }
+        Job::RwDue(qk) => {
+            let outcome = rwlock::due(ctx, &qk);
+            retry(outcome, Job::RwDue(qk))
+        }
+        Job::RwTakeBack(qk, owner, mode) => {
+            let outcome = rwlock::take_back(ctx, &qk, &owner, mode);
+            retry(outcome, Job::RwTakeBack(qk, owner, mode))
+        }
+        Job::RwRestore(qk, owner, undo) => {
+            let outcome = rwlock::restore(ctx, &qk, &owner, &undo);
+            retry(outcome, Job::RwRestore(qk, owner, undo))
+        }
+        Job::Many(jobs) => {
+            let again: Vec<Job> = jobs
+                .into_iter()
+                .filter_map(|job| run_writing(ctx, job))
+                .collect();
+            (!again.is_empty()).then_some(Job::Many(again))
         }
         Job::AckTimeout(id) => {
             if let Some(left) = acks::leave(id) {

@@ -28,6 +28,7 @@ use super::store::ids::{AckId, ClientId, TieKind, WaiterId};
 use super::store::{Holder, QueueKey, server};
 use crate::core::Millis;
 use crate::core::semaphore::PermitId;
+use crate::core::rwlock::{RenewUndo, RwMode};
 
 /// Longest stretch of jobs run in one go.
 const BUDGET: Duration = Duration::from_millis(1);
@@ -78,6 +79,17 @@ pub enum Job {
     Deliver,
     /// Holds whose leases ran out get their expiry (lifecycle events on).
     Expire,
+    /// A queued RW lock's next deadline has come, or something changed an
+    /// RW lock or one of its read holds' timeout keys: sweep what lapsed,
+    /// serve its queue, record (and with waiters, arm) the next deadline.
+    RwDue(QueueKey),
+    /// Take back one hold of this mode given to this owner of an RW lock
+    /// (undelivered, or not acknowledged by the replicas).
+    RwTakeBack(QueueKey, OwnedStr, RwMode),
+    /// Put back the deadlines an RW renewal replaced (not acknowledged).
+    RwRestore(QueueKey, OwnedStr, RenewUndo),
+    /// Several jobs as one (LOCK.MACQUIRE's undo: a take-back per key).
+    Many(Vec<Job>),
 }
 
 /// What a `Permits` job gives back to a semaphore.

@@ -1,8 +1,6 @@
 //! LOCK.ACQUIRE key owner [PX ms | EX s] [BLOCK ms] [KEEPALIVE] [TOKEN] [REPLICAS n ms]
 
-use std::ops::Deref;
-
-use super::call::{self, Call};
+use super::call::{self, Call, Owner};
 use crate::core::command::KeyAccess;
 use crate::core::request::{self, OwnerSpec};
 use crate::core::rules::{self, Acquired, Claim};
@@ -23,31 +21,6 @@ use crate::glue::waiting::slot::Wake;
 use crate::glue::waiting::queues::{self, Ask, LockAsk};
 use crate::glue::waiting::ties::{self, Granted as HowGranted, TieKind};
 use crate::glue::waiting::lock;
-
-/// The owner asking: as the client named it, or a fresh UUID for `*`.
-enum Owner<'a> {
-    Given(&'a RStr),
-    Generated(OwnedStr),
-}
-
-impl Deref for Owner<'_> {
-    type Target = RStr;
-    fn deref(&self) -> &RStr {
-        match self {
-            Owner::Given(given) => given,
-            Owner::Generated(uuid) => uuid,
-        }
-    }
-}
-
-impl Owner<'_> {
-    fn generated(self) -> Option<OwnedStr> {
-        match self {
-            Owner::Generated(uuid) => Some(uuid),
-            Owner::Given(_) => None,
-        }
-    }
-}
 
 pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
     let req = request::parse_acquire(args)?;

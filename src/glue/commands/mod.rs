@@ -12,8 +12,10 @@ mod call;
 mod force_release;
 mod info;
 mod latch;
+mod multi;
 mod release;
 mod renew;
+mod rwlock;
 mod semaphore;
 mod waiters;
 
@@ -44,7 +46,13 @@ fn handler(command: Command) -> Option<Handler> {
         Command::LatchCountDown => latch::count_down,
         Command::LatchAwait => latch::await_open,
         Command::LatchCount => latch::count,
-        _ => return None,
+        Command::RwAcquire => rwlock::acquire::run,
+        Command::RwRelease => rwlock::release::run,
+        Command::RwRenew => rwlock::renew::run,
+        Command::RwInfo => rwlock::info::run,
+        Command::RwForceRelease => rwlock::force_release::run,
+        Command::MAcquire => multi::acquire,
+        Command::MRelease => multi::release,
     })
 }
 

@@ -37,4 +37,7 @@ pub enum TieKind {
     /// A semaphore's leased permit, the tie's holder being its id's 16 raw
     /// bytes.
     Permit,
+    /// Every hold (READ and WRITE) of one owner of an RWLOCK.* lock: the
+    /// tie's holder is the owner.
+    Rw,
 }

@@ -34,6 +34,11 @@ pub enum Ask {
     Semaphore(crate::core::semaphore::Want),
     /// LATCH.AWAIT ... BLOCK.
     Latch,
+    /// RWLOCK.ACQUIRE ... BLOCK.
+    Rw(RwAsk),
+    /// LOCK.MACQUIRE ... BLOCK: every one of its keys (the queues it stands
+    /// in, in the order given), all at once.
+    Multi(MultiAsk),
 }
 
 /// A lock request (LOCK.ACQUIRE).
@@ -45,18 +50,37 @@ pub struct LockAsk {
     pub token: bool,
 }
 
-/// The primitives that queue waiters.
+/// A read or write hold of an RW lock (RWLOCK.ACQUIRE).
+pub struct RwAsk {
+    pub owner: OwnedStr,
+    /// `*`: reply with the owner instead of the hold count.
+    pub generated: bool,
+    pub mode: crate::core::rwlock::RwMode,
+    pub lease: crate::core::Lease,
+    pub token: bool,
+}
+
+/// Several locks at once (LOCK.MACQUIRE); the keys are where it stands.
+pub struct MultiAsk {
+    pub owner: OwnedStr,
+    pub lease: crate::core::Lease,
+}
+
+/// The primitives that queue waiters (a LOCK.MACQUIRE waiter waits for
+/// LOCK.* locks: `Lock`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Family {
     Lock,
     Semaphore,
     Latch,
+    Rw,
 }
 
 impl Ask {
     pub fn family(&self) -> Family {
         match self {
-            Ask::Lock(_) => Family::Lock,
+            Ask::Lock(_) | Ask::Multi(_) => Family::Lock,
+            Ask::Rw(_) => Family::Rw,
             Ask::Semaphore(_) => Family::Semaphore,
             Ask::Latch => Family::Latch,
         }
@@ -66,7 +90,8 @@ impl Ask {
     pub fn measured(&self) -> crate::glue::store::metrics::Family {
         use crate::glue::store::metrics::Family as M;
         match self {
-            Ask::Lock(_) => M::Lock,
+            Ask::Lock(_) | Ask::Multi(_) => M::Lock,
+            Ask::Rw(_) => M::RwLock,
             Ask::Semaphore(_) => M::Semaphore,
             Ask::Latch => M::Latch,
         }
@@ -77,13 +102,16 @@ impl Ask {
         match self {
             Ask::Lock(a) => (!a.generated).then_some(a.owner.as_ref()),
             Ask::Semaphore(_) | Ask::Latch => None,
+            Ask::Rw(a) => (!a.generated).then_some(a.owner.as_ref()),
+            Ask::Multi(a) => Some(a.owner.as_ref()),
         }
     }
 
     /// What it waits for, as LOCK.WAITERS shows it.
     pub fn describe(&self) -> String {
         match self {
-            Ask::Lock(_) => "lock".into(),
+            Ask::Lock(_) | Ask::Multi(_) => "lock".into(),
+            Ask::Rw(a) => a.mode.waits_for().into(),
             Ask::Semaphore(want) => want.describe(),
             Ask::Latch => "await".into(),
         }
@@ -303,6 +331,27 @@ pub fn heads(qk: &QueueKey, ticket: u64) -> bool {
             .get(qk)
             .and_then(|q| q.order.first_key_value())
             .is_some_and(|(&t, _)| t == ticket)
+    })
+}
+
+/// Looks at a waiter where it stands (without taking it out).
+pub fn with_waiter<R>(id: WaiterId, f: impl FnOnce(&Waiter) -> R) -> Option<R> {
+    with(|r| r.waiters.get(&id).map(|s| f(&s.waiter)))
+}
+
+/// Whether any waiter queued at `key` asks for something `f` accepts (a
+/// newcomer's RWLOCK.ACQUIRE READ: is a WRITE waiter queued?).
+pub fn any_asking(db: i32, key: &[u8], f: impl Fn(&Ask) -> bool) -> bool {
+    if !any() {
+        return false;
+    }
+    with(|r| {
+        r.queues.get(&KeyRef { db, name: key }).is_some_and(|q| {
+            q.order
+                .values()
+                .filter_map(|id| r.waiters.get(id))
+                .any(|s| f(&s.waiter.ask))
+        })
     })
 }
 

@@ -2,10 +2,9 @@
 //! (`jobs.rs`) come here; each primitive's file does the work.
 
 use super::holds::LapseCheck;
-
-use crate::glue::store::metrics::Family as Measured;
 use super::queues::{self, Family};
-use super::{latch, lock, semaphore};
+use super::{latch, lock, rwlock, semaphore};
+use crate::glue::store::metrics::Family as Measured;
 use crate::glue::runtime::ffi::Ctx;
 use crate::glue::scheduler::Outcome;
 use crate::glue::store::ids::TieKind;
@@ -19,6 +18,7 @@ pub fn serve_key(ctx: Ctx, qk: &QueueKey) -> Outcome {
         Some(Family::Lock) => lock::serve_key(ctx, qk),
         Some(Family::Semaphore) => semaphore::serve_key(ctx, qk),
         Some(Family::Latch) => latch::serve_key(ctx, qk),
+        Some(Family::Rw) => rwlock::serve_key(ctx, qk),
     }
 }
 
@@ -31,6 +31,7 @@ pub fn due(ctx: Ctx, qk: &QueueKey) -> Outcome {
         // expiry, which serving finds.
         Some(Family::Semaphore) => semaphore::serve_key(ctx, qk),
         Some(Family::Latch) => latch::serve_key(ctx, qk),
+        Some(Family::Rw) => rwlock::due(ctx, qk),
     }
 }
 
@@ -39,6 +40,7 @@ pub fn renew_tie(ctx: Ctx, qk: &QueueKey, holder: &Holder, kind: TieKind) -> Out
     match kind {
         TieKind::Lock => lock::renew_tied(ctx, qk, holder),
         TieKind::Permit => semaphore::renew_tied(ctx, qk, holder),
+        TieKind::Rw => rwlock::renew_tied(ctx, qk, holder),
     }
 }
 
@@ -62,5 +64,6 @@ pub fn release_tie(ctx: Ctx, qk: &QueueKey, holder: &Holder, kind: TieKind) -> O
     match kind {
         TieKind::Lock => lock::release_tied(ctx, qk, holder),
         TieKind::Permit => semaphore::release_tied(ctx, qk, holder),
+        TieKind::Rw => rwlock::release_tied(ctx, qk, holder),
     }
 }

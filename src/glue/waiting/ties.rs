@@ -124,7 +124,8 @@ pub enum Change {
         holder: Holder,
         lease: Lease,
     },
-    /// Several changes, in order (a LEASE ties each of its permits).
+    /// Several changes, in order (a LEASE ties each of its permits;
+    /// LOCK.MACQUIRE changes one per key).
     Many(Vec<Change>),
 }
 
@@ -154,7 +155,11 @@ pub fn decide(
             lease,
             kind,
         },
-        (None, Granted::Fresh) => Change::Clear { key },
+        // A lock has one holder: any tie left at its key is stale. Other
+        // primitives have several holders (an RW lock's owners): only this
+        // holder's own stale tie goes.
+        (None, Granted::Fresh) if kind == TieKind::Lock => Change::Clear { key },
+        (None, Granted::Fresh) => Change::Untie { key, holder },
         (None, Granted::ReEntry) => Change::Retime { key, holder, lease },
         (None, Granted::Renewal) => Change::Untie { key, holder },
     })
