@@ -88,7 +88,10 @@ impl Pool {
             }
         }
         let info = address.apply(&self.target.inner.info);
-        let settings = info.redis_settings().clone().set_protocol(redis::ProtocolVersion::RESP3);
+        let settings = info
+            .redis_settings()
+            .clone()
+            .set_protocol(redis::ProtocolVersion::RESP3);
         let info = info.set_redis_settings(settings);
         let (tx, ended) = watch::channel(false);
         let config = AsyncConnectionConfig::new()
@@ -125,17 +128,25 @@ impl Pool {
         }
         let seed = self.target.seed();
         let mut c = self.take(&seed).await?;
-        let slots: Value = tokio::time::timeout(CONNECT_TIMEOUT, redis::cmd("CLUSTER").arg("SLOTS").query_async(&mut c.conn))
-            .await
-            .map_err(|_| timed_out())?
-            .map_err(failure)?;
+        let slots: Value = tokio::time::timeout(
+            CONNECT_TIMEOUT,
+            redis::cmd("CLUSTER").arg("SLOTS").query_async(&mut c.conn),
+        )
+        .await
+        .map_err(|_| timed_out())?
+        .map_err(failure)?;
         self.give_back(seed.clone(), c);
         self.target.learn(&slots);
         Ok(self.target.node_for(key).unwrap_or(seed))
     }
 
     /// One call on a pooled connection for `key` (MOVED/ASK followed).
-    pub async fn call(self: &Arc<Self>, key: &[u8], cmd: &Cmd, timeout: Option<Duration>) -> Result<Value> {
+    pub async fn call(
+        self: &Arc<Self>,
+        key: &[u8],
+        cmd: &Cmd,
+        timeout: Option<Duration>,
+    ) -> Result<Value> {
         let mut d = Dedicated::new(self, key).await?;
         let r = d.call(cmd, timeout).await;
         if r.as_ref().is_err_and(Error::is_connection_failure) {

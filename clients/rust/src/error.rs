@@ -38,8 +38,7 @@ impl From<RedisError> for Error {
             None => e.to_string(),
         };
         let unknown_lock_command = e.code() == Some("ERR")
-            && e
-                .detail()
+            && e.detail()
                 .is_some_and(|d| d.to_ascii_lowercase().starts_with("unknown command 'lock."));
         if unknown_lock_command {
             return Error::ModuleNotLoaded(format!(
@@ -61,9 +60,10 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::LockLost(m) => write!(f, "lock lost: {m}"),
-            Error::NotLock(m) | Error::WrongType(m) | Error::NoReplicas(m) | Error::ModuleNotLoaded(m) => {
-                f.write_str(m)
-            }
+            Error::NotLock(m)
+            | Error::WrongType(m)
+            | Error::NoReplicas(m)
+            | Error::ModuleNotLoaded(m) => f.write_str(m),
             Error::Redis(e) => e.fmt(f),
         }
     }
@@ -75,7 +75,10 @@ impl Error {
     pub fn is_connection_failure(&self) -> bool {
         match self {
             Error::Redis(e) => {
-                e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_unrecoverable_error()
+                e.is_io_error()
+                    || e.is_timeout()
+                    || e.is_connection_dropped()
+                    || e.is_unrecoverable_error()
             }
             _ => false,
         }

@@ -9,6 +9,8 @@
 //! KEEPALIVE (the server renews the lease while the lock's connection
 //! lives) or a watchdog when it is off; NOTOWNER as [`Error::LockLost`].
 
+#[cfg(feature = "tokio")]
+pub mod aio;
 pub mod error;
 pub mod net;
 pub mod pool;
@@ -18,8 +20,6 @@ pub mod target;
 #[cfg(feature = "tokio")]
 pub mod tokio;
 pub mod watch;
-#[cfg(feature = "tokio")]
-pub mod aio;
 
 pub use error::{Error, Result};
 pub use protocol::{DEFAULT_LEASE, LockInfo, Options};
@@ -31,10 +31,36 @@ pub use target::Target;
 /// with an `Option`) would release the lock before the code it guards runs.
 /// Bind the guard instead:
 ///
-/// ```ignore
+/// ```no_run
+/// # fn f(lock: &hashlock_client::sync::Lock) -> hashlock_client::Result<()> {
+/// use hashlock_client::Acquired;
 /// if let Acquired::Held(guard) = lock.try_acquire()? {
 ///     // the lock is held while `guard` lives
+///     guard.release()?;
 /// }
+/// # Ok(()) }
+/// ```
+///
+/// What does not compile (these doctests check it):
+///
+/// ```compile_fail
+/// # fn f(lock: &hashlock_client::sync::Lock) -> hashlock_client::Result<()> {
+/// if lock.try_acquire()?.is_some() {} // no such method: bind the guard
+/// # Ok(()) }
+/// ```
+///
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// # fn f(lock: &hashlock_client::sync::Lock) -> hashlock_client::Result<()> {
+/// lock.try_acquire()?; // unused `Acquired`: a warning (an error here)
+/// # Ok(()) }
+/// ```
+///
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// # fn f(lock: &hashlock_client::sync::Lock) -> hashlock_client::Result<()> {
+/// lock.acquire()?; // unused `LockGuard`: released at once; a warning (an error here)
+/// # Ok(()) }
 /// ```
 #[must_use = "bind the guard (`if let Acquired::Held(guard) = ...`): the lock is released when it is dropped"]
 pub enum Acquired<G> {

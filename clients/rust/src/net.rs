@@ -164,7 +164,9 @@ impl Conn {
             #[cfg(not(unix))]
             Address::Unix(_) => unreachable!(),
         };
-        stream.set_write_timeout(Some(IO_TIMEOUT)).map_err(io_error)?;
+        stream
+            .set_write_timeout(Some(IO_TIMEOUT))
+            .map_err(io_error)?;
         let mut conn = Conn {
             reader: BufReader::new(stream),
             parser: redis::Parser::new(),
@@ -213,7 +215,11 @@ impl Conn {
         match self.parser.parse_value(&mut self.reader) {
             Ok(v) => v.extract_error().map_err(Error::from),
             Err(e) => {
-                if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_unrecoverable_error() {
+                if e.is_io_error()
+                    || e.is_timeout()
+                    || e.is_connection_dropped()
+                    || e.is_unrecoverable_error()
+                {
                     self.healthy = false;
                 }
                 Err(Error::from(e))

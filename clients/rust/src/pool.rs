@@ -92,14 +92,22 @@ impl Pool {
         }
         let seed = self.target.seed();
         let mut c = self.take(&seed)?;
-        let slots = c.call(&redis::cmd("CLUSTER").arg("SLOTS").clone(), Some(CONNECT_TIMEOUT))?;
+        let slots = c.call(
+            &redis::cmd("CLUSTER").arg("SLOTS").clone(),
+            Some(CONNECT_TIMEOUT),
+        )?;
         self.give_back(seed.clone(), c);
         self.target.learn(&slots);
         Ok(self.target.node_for(key).unwrap_or(seed))
     }
 
     /// One call on a pooled connection for `key` (MOVED/ASK followed).
-    pub fn call(self: &Arc<Self>, key: &[u8], cmd: &Cmd, timeout: Option<Duration>) -> Result<Value> {
+    pub fn call(
+        self: &Arc<Self>,
+        key: &[u8],
+        cmd: &Cmd,
+        timeout: Option<Duration>,
+    ) -> Result<Value> {
         let mut d = Dedicated::new(self, key)?;
         let r = d.call(cmd, timeout);
         if d.healthy() {

@@ -258,7 +258,10 @@ impl Inner {
             return Ok(got);
         }
         let untied = conn
-            .call(&p::untie_cmd(&self.name, &self.owner, &self.opts), self.call_timeout())
+            .call(
+                &p::untie_cmd(&self.name, &self.owner, &self.opts),
+                self.call_timeout(),
+            )
             .and_then(|v| p::int(&v));
         if conn.healthy() {
             conn.give_back();
@@ -335,7 +338,9 @@ impl Inner {
         let cmd = p::renew_cmd(&self.name, &self.owner, &self.opts, self.opts.keepalive);
         let renewed = if self.opts.keepalive && st.tied.is_none() {
             let mut conn = Dedicated::new(&self.pool, self.key())?;
-            let r = conn.call(&cmd, self.call_timeout()).and_then(|v| p::int(&v));
+            let r = conn
+                .call(&cmd, self.call_timeout())
+                .and_then(|v| p::int(&v));
             match r {
                 Ok(n) if n != 0 => {
                     // Held, and now tied to this connection: watch it.
@@ -362,7 +367,10 @@ impl Inner {
             }
         })?;
         if renewed == 0 {
-            let why = format!("lock {:?} is not held by {:?} any more", self.name, self.owner);
+            let why = format!(
+                "lock {:?} is not held by {:?} any more",
+                self.name, self.owner
+            );
             self.stop(&mut st, Some(why.clone()), false);
             return Err(Error::LockLost(why));
         }
@@ -421,7 +429,10 @@ impl Inner {
     fn lose(&self, st: &mut State, why: String, close: bool) {
         self.stop(
             st,
-            Some(format!("lock {:?} held by {:?} was lost: {why}", self.name, self.owner)),
+            Some(format!(
+                "lock {:?} held by {:?} was lost: {why}",
+                self.name, self.owner
+            )),
             close,
         );
     }
@@ -453,7 +464,11 @@ impl Watched for Inner {
             }
             Ok(_) => true,
             Err(e) if keepalive && e.is_connection_failure() => {
-                self.lose(&mut st, format!("its KEEPALIVE connection failed ({e})"), true);
+                self.lose(
+                    &mut st,
+                    format!("its KEEPALIVE connection failed ({e})"),
+                    true,
+                );
                 false
             }
             Err(_) => true, // transient: tried again at the next turn

@@ -27,7 +27,11 @@ pub fn key_slot(key: &[u8]) -> u16 {
     for &b in k {
         crc ^= (b as u16) << 8;
         for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 { (crc << 1) ^ 0x1021 } else { crc << 1 };
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
         }
     }
     crc % 16384
@@ -159,7 +163,9 @@ impl Target {
                 Some(Value::SimpleString(h)) => h.clone(),
                 _ => continue,
             };
-            let Some(Value::Int(port)) = master.get(1) else { continue };
+            let Some(Value::Int(port)) = master.get(1) else {
+                continue;
+            };
             // An empty host means "the node you asked".
             let host = if host.is_empty() {
                 match self.seed() {

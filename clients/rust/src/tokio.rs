@@ -134,7 +134,11 @@ impl Lock {
         let v = self
             .inner
             .pool
-            .call(self.inner.key(), &p::info_cmd(&self.inner.name), self.inner.call_timeout())
+            .call(
+                self.inner.key(),
+                &p::info_cmd(&self.inner.name),
+                self.inner.call_timeout(),
+            )
             .await?;
         p::parse_info(&v)
     }
@@ -254,7 +258,10 @@ impl Inner {
             self.acquire_dedicated(&mut st, wait).await?
         } else {
             let cmd = p::acquire_cmd(&self.name, &self.owner, &self.opts, wait);
-            let v = self.pool.call(self.key(), &cmd, self.call_timeout()).await?;
+            let v = self
+                .pool
+                .call(self.key(), &cmd, self.call_timeout())
+                .await?;
             p::parse_acquire(&v, self.opts.token)?
         };
         let Some((count, token)) = got else {
@@ -269,7 +276,11 @@ impl Inner {
 
     /// See `sync::Inner::acquire_dedicated`: always tied while it waits, so
     /// a cancelled wait (its connection dropped) never keeps a grant.
-    async fn acquire_dedicated(&self, st: &mut State, wait: Wait) -> Result<Option<(u64, Option<u64>)>> {
+    async fn acquire_dedicated(
+        &self,
+        st: &mut State,
+        wait: Wait,
+    ) -> Result<Option<(u64, Option<u64>)>> {
         let mut conn = Dedicated::new(&self.pool, self.key()).await?;
         let tied_opts = Options {
             keepalive: true,
@@ -298,7 +309,10 @@ impl Inner {
             return Ok(got);
         }
         let untied = match conn
-            .call(&p::untie_cmd(&self.name, &self.owner, &self.opts), self.call_timeout())
+            .call(
+                &p::untie_cmd(&self.name, &self.owner, &self.opts),
+                self.call_timeout(),
+            )
             .await
         {
             Ok(v) => p::int(&v),
@@ -338,7 +352,11 @@ impl Inner {
                 if other.is_some() {
                     let _ = self
                         .pool
-                        .call(self.key(), &p::release_cmd(&self.name, &self.owner), self.call_timeout())
+                        .call(
+                            self.key(),
+                            &p::release_cmd(&self.name, &self.owner),
+                            self.call_timeout(),
+                        )
                         .await;
                 }
                 let why = format!(
@@ -355,7 +373,11 @@ impl Inner {
     async fn release_one(&self) -> Result<u64> {
         let mut st = self.state.lock().await;
         let cmd = p::release_cmd(&self.name, &self.owner);
-        match self.on_tied_or_pool(&mut st, &cmd).await.and_then(|v| p::int(&v)) {
+        match self
+            .on_tied_or_pool(&mut st, &cmd)
+            .await
+            .and_then(|v| p::int(&v))
+        {
             Ok(left) => {
                 st.holds = left as u64;
                 if left == 0 {
@@ -400,7 +422,9 @@ impl Inner {
                 }
             }
         } else {
-            self.on_tied_or_pool(&mut st, &cmd).await.and_then(|v| p::int(&v))
+            self.on_tied_or_pool(&mut st, &cmd)
+                .await
+                .and_then(|v| p::int(&v))
         };
         let renewed = match renewed {
             Ok(n) => n,
@@ -413,7 +437,10 @@ impl Inner {
             }
         };
         if renewed == 0 {
-            let why = format!("lock {:?} is not held by {:?} any more", self.name, self.owner);
+            let why = format!(
+                "lock {:?} is not held by {:?} any more",
+                self.name, self.owner
+            );
             self.stop(&mut st, Some(why.clone()), false);
             return Err(Error::LockLost(why));
         }
@@ -478,7 +505,10 @@ impl Inner {
     fn lose(&self, st: &mut State, why: &str, close: bool) {
         self.stop(
             st,
-            Some(format!("lock {:?} held by {:?} was lost: {why}", self.name, self.owner)),
+            Some(format!(
+                "lock {:?} held by {:?} was lost: {why}",
+                self.name, self.owner
+            )),
             close,
         );
     }
@@ -507,7 +537,11 @@ impl Inner {
             }
             Ok(_) => true,
             Err(e) if keepalive && e.is_connection_failure() => {
-                self.lose(&mut st, &format!("its KEEPALIVE connection failed ({e})"), true);
+                self.lose(
+                    &mut st,
+                    &format!("its KEEPALIVE connection failed ({e})"),
+                    true,
+                );
                 false
             }
             Err(_) => true, // transient: tried again at the next turn

@@ -70,23 +70,33 @@ impl Monitor {
     /// Watches `target` (checks every `interval`, and `fd` if given); the id
     /// it will be called back with.
     pub fn add(&self, target: Weak<dyn Watched>, fd: Option<RawFd>, interval: Duration) -> u64 {
-        let id = self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.entries.lock().unwrap_or_else(|e| e.into_inner()).insert(
-            id,
-            Entry {
-                fd,
-                interval,
-                due: Instant::now() + interval,
-                target,
-            },
-        );
+        let id = self
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.entries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(
+                id,
+                Entry {
+                    fd,
+                    interval,
+                    due: Instant::now() + interval,
+                    target,
+                },
+            );
         self.wake();
         id
     }
 
     /// The watched descriptor changed (a check followed a MOVED).
     pub fn set_fd(&self, id: u64, fd: Option<RawFd>) {
-        if let Some(e) = self.entries.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&id) {
+        if let Some(e) = self
+            .entries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(&id)
+        {
             e.fd = fd;
         }
         self.wake();
@@ -94,7 +104,10 @@ impl Monitor {
 
     /// Stops watching. Call it before closing the watched descriptor.
     pub fn remove(&self, id: u64) {
-        self.entries.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+        self.entries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
         self.wake();
     }
 
@@ -128,7 +141,9 @@ impl Monitor {
                     next = Some(next.map_or(e.due, |n| n.min(e.due)));
                 }
                 let timeout = next.map_or(-1, |n| {
-                    n.saturating_duration_since(now).as_millis().min(i32::MAX as u128) as i32
+                    n.saturating_duration_since(now)
+                        .as_millis()
+                        .min(i32::MAX as u128) as i32
                 });
                 (fds, ids, timeout)
             };
