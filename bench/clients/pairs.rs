@@ -47,11 +47,14 @@ pub fn sync_pairs(port: u16, secs: f64) -> Result<Measured, Box<dyn std::error::
 
 /// Acquire + release on one tokio Lock.
 pub fn tokio_pairs(port: u16, secs: f64) -> Result<Measured, Box<dyn std::error::Error>> {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     let client = redis::Client::open(format!("redis://127.0.0.1:{port}/"))?;
     let mut admin = client.get_connection()?;
     let (n, took, before) = rt.block_on(async {
-        let lock = hashlock_client::tokio::Lock::new(client, "bench:b11:rust-tokio", Options::default());
+        let lock =
+            hashlock_client::tokio::Lock::new(client, "bench:b11:rust-tokio", Options::default());
         for _ in 0..WARMUP {
             lock.acquire().await?.release().await?;
         }

@@ -69,7 +69,9 @@ fn main() -> Result<std::process::ExitCode> {
     for w in &args.only {
         match Workload::parse(w.trim()) {
             Some(w) => only.push(w),
-            None => bail!("--only: unknown workload {w:?} (b1, b2, b3, b4, b6, b7, b8, b9, b10, b11)"),
+            None => {
+                bail!("--only: unknown workload {w:?} (b1, b2, b3, b4, b6, b7, b8, b9, b10, b11)")
+            }
         }
     }
     let opts = Options {
@@ -86,7 +88,9 @@ fn main() -> Result<std::process::ExitCode> {
     let svg_name = args.out.as_ref().map(|_| SVG_NAME);
     let mut md = report::markdown(&results, svg_name);
     md.push_str("\n## README section\n\n");
-    md.push_str("*What `make bench` writes into README.md's generated tables (from this run).*\n\n");
+    md.push_str(
+        "*What `make bench` writes into README.md's generated tables (from this run).*\n\n",
+    );
     md.push_str(&report::readme_section(&results));
     print!("{md}");
 
@@ -106,8 +110,10 @@ fn main() -> Result<std::process::ExitCode> {
         eprintln!("bench: wrote {} and {}", out.display(), svg_path.display());
     }
     if let Some(path) = &args.readme {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let updated = report::apply_regions(&text, &report::readme_regions(&results)).map_err(|e| anyhow::anyhow!(e))?;
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let updated = report::apply_regions(&text, &report::readme_regions(&results))
+            .map_err(|e| anyhow::anyhow!(e))?;
         std::fs::write(path, updated).with_context(|| format!("writing {}", path.display()))?;
         eprintln!("bench: wrote the generated tables into {}", path.display());
     }

@@ -82,12 +82,15 @@ pub fn run(opts: &Options) -> Result<Results> {
     let server_version = server.version();
     // Relative to the repository: no report records this machine's paths.
     let module_path = testkit::module_path();
-    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap_or(std::path::Path::new("/"));
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap_or(std::path::Path::new("/"));
     let module = match module_path.strip_prefix(repo) {
         Ok(rel) => rel.display().to_string(),
-        Err(_) => module_path
-            .file_name()
-            .map_or_else(|| "libhashlock.so".into(), |n| n.to_string_lossy().into_owned()),
+        Err(_) => module_path.file_name().map_or_else(
+            || "libhashlock.so".into(),
+            |n| n.to_string_lossy().into_owned(),
+        ),
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -362,9 +365,12 @@ async fn run_workloads(port: u16, opts: &Options, r: &mut Results) -> Result<()>
                 progress.done();
             }
             Workload::B11 => {
-                r.b11 = b11::run(port, plan.b11_each, opts.clients_before.as_deref(), |what| {
-                    progress.step(what)
-                })?;
+                r.b11 = b11::run(
+                    port,
+                    plan.b11_each,
+                    opts.clients_before.as_deref(),
+                    |what| progress.step(what),
+                )?;
                 progress.done();
             }
         }

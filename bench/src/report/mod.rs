@@ -751,18 +751,31 @@ fn b11_section(s: &mut String, r: &Results) {
         );
     }
     let cell = |m: Option<&Result<crate::workloads::b11::Measured, String>>| match m {
-        Some(Ok(m)) => (fmt_count(m.pairs_per_sec()), format!("{:.1}", m.connections_per_1000())),
+        Some(Ok(m)) => (
+            fmt_count(m.pairs_per_sec()),
+            format!("{:.1}", m.connections_per_1000()),
+        ),
         Some(Err(e)) => (format!("not run: {e}"), String::new()),
         None => ("—".into(), String::new()),
     };
     for lib in crate::workloads::b11::Library::ALL {
-        let now = r.b11.iter().find(|x| x.library == lib && x.before.is_none()).map(|x| &x.outcome);
-        let then = r.b11.iter().find(|x| x.library == lib && x.before.is_some()).map(|x| &x.outcome);
+        let now = r
+            .b11
+            .iter()
+            .find(|x| x.library == lib && x.before.is_none())
+            .map(|x| &x.outcome);
+        let then = r
+            .b11
+            .iter()
+            .find(|x| x.library == lib && x.before.is_some())
+            .map(|x| &x.outcome);
         let (p, c) = cell(now);
         if before.is_some() {
             let (bp, bc) = cell(then);
             let ratio = match (now, then) {
-                (Some(Ok(a)), Some(Ok(b))) => fmt_ratio(ratio(a.pairs_per_sec(), b.pairs_per_sec())),
+                (Some(Ok(a)), Some(Ok(b))) => {
+                    fmt_ratio(ratio(a.pairs_per_sec(), b.pairs_per_sec()))
+                }
                 _ => String::new(),
             };
             let _ = writeln!(s, "| {} | {bp} | {bc} | {p} | {c} | {ratio} |", lib.label());
@@ -874,9 +887,9 @@ pub fn missing_rows(r: &Results) -> Vec<String> {
     ] {
         if r.ran.contains(&Workload::B11)
             && !r
-            .b11
-            .iter()
-            .any(|x| x.library == lib && x.before.is_none() && x.outcome.is_ok())
+                .b11
+                .iter()
+                .any(|x| x.library == lib && x.before.is_none() && x.outcome.is_ok())
         {
             missing.push(format!("B11 {}", lib.label()));
         }

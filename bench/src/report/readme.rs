@@ -19,7 +19,10 @@ use crate::workloads::pairs::Pairs;
 pub fn readme_section(r: &Results) -> String {
     let mut s = String::from("## Performance\n\n");
     for (name, text) in readme_regions(r) {
-        let _ = writeln!(s, "<!-- bench:begin {name} -->\n{text}<!-- bench:end {name} -->\n");
+        let _ = writeln!(
+            s,
+            "<!-- bench:begin {name} -->\n{text}<!-- bench:end {name} -->\n"
+        );
     }
     s
 }
@@ -44,7 +47,9 @@ pub fn apply_regions(readme: &str, regions: &[(&'static str, String)]) -> Result
             return Err(format!("README has no `{begin}` ... `{end}` markers"));
         };
         if out.matches(&begin).count() != 1 || e < b {
-            return Err(format!("README's `{begin}` markers are repeated or out of order"));
+            return Err(format!(
+                "README's `{begin}` markers are repeated or out of order"
+            ));
         }
         out = format!("{}{begin}\n{text}{}", &out[..b], &out[e..]);
     }
@@ -264,18 +269,24 @@ fn clients_table(r: &Results) -> String {
     let _ = writeln!(
         s,
         "| library (default `Lock`: KEEPALIVE, blocking acquire; one client) | acquire+release pairs/s | new connections per 1000 acquisitions |{}\n|---|---:|---:|{}",
-        before
-            .as_ref()
-            .map_or(String::new(), |rev| format!(" before (`{rev}`): pairs/s; connections per 1000 |")),
+        before.as_ref().map_or(String::new(), |rev| format!(
+            " before (`{rev}`): pairs/s; connections per 1000 |"
+        )),
         if before.is_some() { "---:|" } else { "" }
     );
     for lib in Library::ALL {
-        let cell = |b: bool| {
-            match r.b11.iter().find(|x| x.library == lib && x.before.is_some() == b).map(|x| &x.outcome) {
-                Some(Ok(m)) => (fmt_count(m.pairs_per_sec()), format!("{:.1}", m.connections_per_1000())),
-                Some(Err(_)) => ("not run".into(), String::new()),
-                None => ("—".into(), String::new()),
-            }
+        let cell = |b: bool| match r
+            .b11
+            .iter()
+            .find(|x| x.library == lib && x.before.is_some() == b)
+            .map(|x| &x.outcome)
+        {
+            Some(Ok(m)) => (
+                fmt_count(m.pairs_per_sec()),
+                format!("{:.1}", m.connections_per_1000()),
+            ),
+            Some(Err(_)) => ("not run".into(), String::new()),
+            None => ("—".into(), String::new()),
         };
         let (p, c) = cell(false);
         let then = if before.is_some() {
@@ -296,14 +307,38 @@ fn clients_table(r: &Results) -> String {
 /// Why a target is missed, for those that are (no figures: the table has them).
 fn why_missed(what: &str) -> &'static str {
     let reasons: [(&str, &str); 8] = [
-        ("LOCK.RENEW ÷ PEXPIRE", "`LOCK.RENEW` must replicate its new deadline as `PEXPIREAT`, and `RedisModule_Replicate` costs thousands of instructions per call on Redis 7.0 (command lookup plus argument building) whether or not a replica or AOF exists; `PEXPIRE` rewrites its own arguments instead, which a module cannot. It is still cheaper than Redisson's renew script."),
-        ("pipeline", "the loopback round trip caps what the server's savings can buy one client; with 50 clients the server is the bottleneck."),
-        ("acquisitions/s", "every hand-off is one network round trip to the next waiter in line; the Redisson-style clients get their rate by letting the releasing client take the lock straight back (see the fairness and worst-wait rows)."),
-        ("TOKEN", "the token is a second key, read and written in place, and a third replicated effect (`SET ... KEEPTTL`)."),
-        ("server CPU to hand them all on", "each lock costs two replicated effects, the key's expiry, and unblocking and answering a client; the server never stalls for it."),
-        ("REPLICAS", "the one-client latency swings with the machine between runs."),
-        ("PING", "the longest round trip is this shared machine's own noise as much as the renewals (compare the same figure with nothing tied in B9)."),
-        ("worst wait", "a waiter's wait includes every hand-off before it, each a round trip on a loaded machine."),
+        (
+            "LOCK.RENEW ÷ PEXPIRE",
+            "`LOCK.RENEW` must replicate its new deadline as `PEXPIREAT`, and `RedisModule_Replicate` costs thousands of instructions per call on Redis 7.0 (command lookup plus argument building) whether or not a replica or AOF exists; `PEXPIRE` rewrites its own arguments instead, which a module cannot. It is still cheaper than Redisson's renew script.",
+        ),
+        (
+            "pipeline",
+            "the loopback round trip caps what the server's savings can buy one client; with 50 clients the server is the bottleneck.",
+        ),
+        (
+            "acquisitions/s",
+            "every hand-off is one network round trip to the next waiter in line; the Redisson-style clients get their rate by letting the releasing client take the lock straight back (see the fairness and worst-wait rows).",
+        ),
+        (
+            "TOKEN",
+            "the token is a second key, read and written in place, and a third replicated effect (`SET ... KEEPTTL`).",
+        ),
+        (
+            "server CPU to hand them all on",
+            "each lock costs two replicated effects, the key's expiry, and unblocking and answering a client; the server never stalls for it.",
+        ),
+        (
+            "REPLICAS",
+            "the one-client latency swings with the machine between runs.",
+        ),
+        (
+            "PING",
+            "the longest round trip is this shared machine's own noise as much as the renewals (compare the same figure with nothing tied in B9).",
+        ),
+        (
+            "worst wait",
+            "a waiter's wait includes every hand-off before it, each a round trip on a loaded machine.",
+        ),
     ];
     reasons
         .iter()
@@ -314,7 +349,10 @@ fn why_missed(what: &str) -> &'static str {
 /// The targets this run missed, each with its goal, its figure and why.
 fn missed_targets(r: &Results) -> String {
     use super::targets::{Verdict, targets};
-    let missed: Vec<_> = targets(r).into_iter().filter(|t| t.verdict == Verdict::Missed).collect();
+    let missed: Vec<_> = targets(r)
+        .into_iter()
+        .filter(|t| t.verdict == Verdict::Missed)
+        .collect();
     if missed.is_empty() {
         return "Every target that ran was met in this run.\n".into();
     }
@@ -328,7 +366,11 @@ fn missed_targets(r: &Results) -> String {
             t.workload,
             t.measured,
             t.goal,
-            if why.is_empty() { String::new() } else { format!(" {why}") }
+            if why.is_empty() {
+                String::new()
+            } else {
+                format!(" {why}")
+            }
         );
     }
     s

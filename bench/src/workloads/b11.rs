@@ -101,12 +101,24 @@ struct Sources {
 }
 
 fn parse_json(out: &str) -> Result<Measured> {
-    let line = out.lines().rev().find(|l| l.trim_start().starts_with('{')).context("no JSON line")?;
+    let line = out
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'))
+        .context("no JSON line")?;
     let field = |name: &str| -> Result<f64> {
-        let at = line.find(&format!("\"{name}\"")).with_context(|| format!("no {name} in {line}"))?;
-        let rest = line[at + name.len() + 2..].trim_start().trim_start_matches(':').trim_start();
+        let at = line
+            .find(&format!("\"{name}\""))
+            .with_context(|| format!("no {name} in {line}"))?;
+        let rest = line[at + name.len() + 2..]
+            .trim_start()
+            .trim_start_matches(':')
+            .trim_start();
         let end = rest.find([',', '}']).unwrap_or(rest.len());
-        rest[..end].trim().parse::<f64>().with_context(|| format!("{name} in {line}"))
+        rest[..end]
+            .trim()
+            .parse::<f64>()
+            .with_context(|| format!("{name} in {line}"))
     };
     Ok(Measured {
         pairs: field("pairs")? as u64,
@@ -120,7 +132,10 @@ fn run_child(mut cmd: Command) -> Result<Measured> {
     if !out.status.success() {
         bail!(
             "{cmd:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("")
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .last()
+                .unwrap_or("")
         );
     }
     parse_json(&String::from_utf8_lossy(&out.stdout))
@@ -137,7 +152,10 @@ fn python() -> Result<PathBuf> {
 
 fn node_ready(dist: &Path) -> Result<()> {
     if !dist.join("index.js").is_file() {
-        bail!("{} is not built (make bench and make test-node build it)", dist.display());
+        bail!(
+            "{} is not built (make bench and make test-node build it)",
+            dist.display()
+        );
     }
     if !repo().join("clients/node/node_modules/redis").is_dir() {
         bail!("clients/node/node_modules is missing (npm ci there)");
@@ -153,7 +171,11 @@ fn measure(lib: Library, port: u16, secs: f64, src: &Sources) -> Result<Measured
             c.arg(drivers.join("pairs.py"))
                 .arg(port.to_string())
                 .arg(secs.to_string())
-                .arg(if lib == Library::PythonSync { "sync" } else { "asyncio" })
+                .arg(if lib == Library::PythonSync {
+                    "sync"
+                } else {
+                    "asyncio"
+                })
                 .arg(&src.python_src);
             run_child(c)
         }
@@ -163,7 +185,11 @@ fn measure(lib: Library, port: u16, secs: f64, src: &Sources) -> Result<Measured
             c.arg(drivers.join("pairs.js"))
                 .arg(port.to_string())
                 .arg(secs.to_string())
-                .arg(if lib == Library::NodeRedis { "node-redis" } else { "ioredis" })
+                .arg(if lib == Library::NodeRedis {
+                    "node-redis"
+                } else {
+                    "ioredis"
+                })
                 .arg(&src.node_dist);
             run_child(c)
         }
@@ -172,9 +198,11 @@ fn measure(lib: Library, port: u16, secs: f64, src: &Sources) -> Result<Measured
             match &src.rust_driver {
                 Some(exe) => {
                     let mut c = Command::new(exe);
-                    c.arg(port.to_string())
-                        .arg(secs.to_string())
-                        .arg(if sync { "sync" } else { "tokio" });
+                    c.arg(port.to_string()).arg(secs.to_string()).arg(if sync {
+                        "sync"
+                    } else {
+                        "tokio"
+                    });
                     run_child(c)
                 }
                 None => {
@@ -203,7 +231,12 @@ fn measure(lib: Library, port: u16, secs: f64, src: &Sources) -> Result<Measured
 }
 
 /// Every library of this checkout (and of `before`, if given), `secs` each.
-pub fn run(port: u16, secs: Duration, before: Option<&str>, mut done: impl FnMut(&str)) -> Result<Vec<Row>> {
+pub fn run(
+    port: u16,
+    secs: Duration,
+    before: Option<&str>,
+    mut done: impl FnMut(&str),
+) -> Result<Vec<Row>> {
     let here = Sources {
         python_src: repo().join("clients/python/src"),
         node_dist: repo().join("clients/node/dist/src"),
@@ -264,7 +297,10 @@ fn prepare_before(rev: &str) -> Result<Sources> {
             .output()
             .context("git archive")?;
         if !archive.status.success() {
-            bail!("git archive {rev}: {}", String::from_utf8_lossy(&archive.stderr));
+            bail!(
+                "git archive {rev}: {}",
+                String::from_utf8_lossy(&archive.stderr)
+            );
         }
         let mut tar = Command::new("tar")
             .current_dir(&dir)
@@ -273,7 +309,10 @@ fn prepare_before(rev: &str) -> Result<Sources> {
             .spawn()
             .context("tar")?;
         use std::io::Write;
-        tar.stdin.take().expect("piped").write_all(&archive.stdout)?;
+        tar.stdin
+            .take()
+            .expect("piped")
+            .write_all(&archive.stdout)?;
         if !tar.wait()?.success() {
             bail!("tar -x failed");
         }
@@ -286,7 +325,10 @@ fn prepare_before(rev: &str) -> Result<Sources> {
     }
     if !node.join("dist/src/index.js").is_file() {
         let tsc = repo.join("clients/node/node_modules/.bin/tsc");
-        let st = Command::new(tsc).current_dir(&node).args(["-p", "."]).status()?;
+        let st = Command::new(tsc)
+            .current_dir(&node)
+            .args(["-p", "."])
+            .status()?;
         if !st.success() {
             bail!("compiling the Node.js library of {rev}");
         }
@@ -300,11 +342,21 @@ fn prepare_before(rev: &str) -> Result<Sources> {
     }
     let example = crate_dir.join("examples/b11_pairs");
     std::fs::create_dir_all(&example)?;
-    std::fs::write(example.join("pairs.rs"), include_str!("../../clients/pairs.rs"))?;
+    std::fs::write(
+        example.join("pairs.rs"),
+        include_str!("../../clients/pairs.rs"),
+    )?;
     std::fs::write(example.join("main.rs"), OLD_DRIVER_MAIN)?;
     let target = repo.join("target/bench-before/target");
     let st = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(["build", "--release", "-q", "--example", "b11_pairs", "--manifest-path"])
+        .args([
+            "build",
+            "--release",
+            "-q",
+            "--example",
+            "b11_pairs",
+            "--manifest-path",
+        ])
         .arg(&manifest)
         .env("CARGO_TARGET_DIR", &target)
         .status()
