@@ -133,7 +133,15 @@ class Lock(LockBase):
         if self._tied is not None and watch is not None:
             with watch.mutex:
                 if watch.active:
-                    return self._release_on(args, tied=True)
+                    last = self._holds == 1
+                    if last:
+                        # Its reply would wake the monitor for nothing: the
+                        # hold (normally) ends with it.
+                        monitor().remove(watch)
+                    left = self._release_on(args, tied=True)
+                    if last and self._watch is watch and watch.active:
+                        monitor().add(watch)  # still held after all
+                    return left
         return self._release_on(args, tied=False)
 
     def _release_on(self, args, tied: bool) -> int:

@@ -29,6 +29,10 @@ import time
 from typing import Callable, Dict, Optional
 
 
+#: The longest the monitor sleeps without looking at the clock.
+IDLE_S = 1.0
+
+
 class Watch:
     """One held thing to watch. `check()` runs every `interval` seconds (None:
     never) and `closed()` when `sock` turns readable while idle; both run on
@@ -57,7 +61,8 @@ def _peek_closed(sock: socket.socket) -> bool:
     reset, or holds bytes nobody asked for (an error the server sent before
     closing it)."""
     try:
-        data = sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        sock.settimeout(0)  # the owner sets its own timeout with every call
+        data = sock.recv(1, socket.MSG_PEEK)
     except BlockingIOError:
         return False
     except OSError:
@@ -80,8 +85,13 @@ class Monitor:
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._thread: Optional[threading.Thread] = None
         self._pid = os.getpid()
+        # When the thread will look at the clock next (it never sleeps
+        # longer than IDLE_S): add() wakes it only for an earlier due time.
+        self._next_wake = 0.0
 
     def add(self, watch: Watch) -> None:
+        # A socket registered while the thread waits is watched at once
+        # (epoll); only an earlier due time needs the thread awake.
         with self._mutex:
             self._watches[id(watch)] = watch
             if watch.sock is not None:
@@ -92,9 +102,12 @@ class Monitor:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="hashlock-monitor", daemon=True)
                 self._thread.start()
-        self._wake()
+            wake = watch.due is not None and watch.due < self._next_wake
+        if wake:
+            self._wake()
 
     def remove(self, watch: Watch) -> None:
+        # No wake-up: a removed watch is simply not found at its due time.
         with self._mutex:
             self._watches.pop(id(watch), None)
             if watch.sock is not None:
@@ -102,7 +115,6 @@ class Monitor:
                     self._selector.unregister(watch.sock)
                 except (KeyError, ValueError, OSError):
                     pass
-        self._wake()
 
     def _wake(self) -> None:
         try:
@@ -114,9 +126,10 @@ class Monitor:
         while True:
             with self._mutex:
                 watches = list(self._watches.values())
-            now = time.monotonic()
-            dues = [w.due for w in watches if w.due is not None]
-            timeout = max(0.0, min(dues) - now) if dues else None
+                now = time.monotonic()
+                dues = [w.due for w in watches if w.due is not None]
+                timeout = min(IDLE_S, max(0.0, min(dues) - now)) if dues else IDLE_S
+                self._next_wake = now + timeout
             try:
                 events = self._selector.select(timeout)
             except (OSError, ValueError):
