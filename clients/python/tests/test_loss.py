@@ -39,6 +39,7 @@ def test_keepalive_connection_killed_is_lost_at_once(r, key):
     kill_connection(r, lock)
     assert wait_for(lambda: lock.lost, timeout=AT_ONCE_S), "CLIENT KILL not reported"
     assert time.monotonic() - started < AT_ONCE_S
+    assert wait_for(lambda: seen, timeout=1), "on_lost not called"
     assert isinstance(seen[0], hashlock.LockLost) and "connection" in str(seen[0])
     assert lock.holds == 0
     assert r.execute_command("LOCK.INFO", key) is None  # the server released it
@@ -110,6 +111,8 @@ def test_asyncio_keepalive_connection_killed_is_lost_at_once(server, r, key):
         assert r.client_kill(f"{host}:{port}")
         deadline = time.monotonic() + AT_ONCE_S
         while not lock.lost and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        while not seen and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
         assert lock.lost and seen, "CLIENT KILL not reported"
         with pytest.raises(hashlock.LockLost):

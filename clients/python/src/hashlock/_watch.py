@@ -26,11 +26,14 @@ import selectors
 import socket
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Dict, Optional
 
 
 #: The longest the monitor sleeps without looking at the clock.
 IDLE_S = 1.0
+#: Threads running checks.
+CHECK_THREADS = 4
 
 
 class Watch:
@@ -53,6 +56,8 @@ class Watch:
         self.closed = closed
         self.mutex = threading.RLock()
         self.active = True
+        # A check is running (off the monitor thread): the next waits for it.
+        self.checking = False
         self.due = time.monotonic() + interval if interval else None
 
 
@@ -85,6 +90,10 @@ class Monitor:
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._thread: Optional[threading.Thread] = None
         self._pid = os.getpid()
+        # Checks do network I/O (a call can take its full timeout on a dead
+        # server): they run here, so that one slow check delays neither the
+        # others nor the reaction to a closed connection.
+        self._checks = ThreadPoolExecutor(max_workers=CHECK_THREADS, thread_name_prefix="hashlock-check")
         # When the thread will look at the clock next (it never sleeps
         # longer than IDLE_S): add() wakes it only for an earlier due time.
         self._next_wake = 0.0
@@ -146,9 +155,16 @@ class Monitor:
                 self._readable(key.data)
             now = time.monotonic()
             for w in watches:
-                if w.due is not None and w.due <= now:
+                if w.due is not None and w.due <= now and not w.checking:
                     w.due = now + w.interval if w.interval else None
-                    self._guarded(w, w.check)
+                    w.checking = True
+                    self._checks.submit(self._check, w)
+
+    def _check(self, w: Watch) -> None:
+        try:
+            self._guarded(w, w.check)
+        finally:
+            w.checking = False
 
     def _readable(self, w: Watch) -> None:
         # Readable while idle: the owner is not using the connection (it
