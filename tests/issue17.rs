@@ -157,6 +157,7 @@ fn stale_replicas_grant_is_refused(kind: Kind) {
         admin.cmd(&["LOCK.INFO", "k"])
     );
     assert_eq!(sleeper.read_reply(), ok(), "{kind}: DEBUG SLEEP");
+    assert_eq!(lock_stat(&p, "stale_grants"), Some(1), "{kind}");
     // C's tie is intact: tied now, and renewed past its first deadline.
     let info = admin.cmd(&["LOCK.INFO", "k"]);
     assert_eq!(
@@ -771,6 +772,27 @@ fn keepalive_lease_floor(kind: Kind) {
         "default lease",
     );
     assert_eq!(c.cmd(&["EXISTS", "r"]), Reply::Int(0));
+
+    // What the floor is for (README, Deployment): renewed every third of
+    // its lease, a tied lock rides out a stall of up to two thirds of it.
+    // Here half: PX 1500 and a 700 ms stall of the whole server.
+    assert_eq!(
+        c.cmd(&["CONFIG", "SET", "lock.keepalive-min-lease-ms", "100"]),
+        ok()
+    );
+    let mut t = s.client();
+    assert_eq!(
+        t.cmd(&["LOCK.ACQUIRE", "s", "a", "PX", "1500", "KEEPALIVE"]),
+        Reply::Int(1)
+    );
+    thread::sleep(Duration::from_millis(600));
+    assert_eq!(c.cmd(&["DEBUG", "SLEEP", "0.7"]), ok());
+    let info = c.cmd(&["LOCK.INFO", "s"]);
+    assert_eq!(
+        (info.map_get("owner"), info.map_get("keepalive")),
+        (Some(&Reply::Bulk(b"a".to_vec())), Some(&Reply::Int(1))),
+        "{kind}: a PX 1500 tied lock after a 700 ms stall: {info:?}"
+    );
 }
 
 per_kind!(
