@@ -379,10 +379,8 @@ proptest! {
                     holder = served(&mut db, &mut q, &mut order, lease)?;
                 },
                 // A waiter leaves (timeout, disconnect).
-                3 => if let Some((id, t)) = tickets.pop() {
-                    if q.remove(t).is_some() {
-                        order.retain(|w| *w != id);
-                    }
+                3 => if let Some((id, t)) = tickets.pop() && q.remove(t).is_some() {
+                    order.retain(|w| *w != id);
                 },
                 // The lease lapses (the holder crashed); the deadline serves the queue.
                 4 => {
