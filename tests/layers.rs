@@ -33,6 +33,8 @@ fn rank(folder: &str, file: &str) -> u32 {
         ("waiting", "delivery") => 1,
         ("waiting", "handle") => 2,
         ("waiting", "queues" | "acks") => 3,
+        // The dispatch by primitive, over each primitive's file.
+        ("waiting", "serve") => 5,
         ("waiting", _) => 4,
         ("commands", "call") => 0,
         ("commands", _) => 1,
