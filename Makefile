@@ -76,15 +76,15 @@ clean:
 	$(CARGO) clean
 	rm -rf data/* .deps
 
-# ---- client libraries (clients/: Python, Node.js, Rust) ---------------------
+# ---- client libraries (clients/: Python, Node.js, Rust, Go, Java) -----------
 # Each suite starts its own Redis 7.0 and Valkey 9.1 servers with the module.
 CLIENTS_VENV := $(CURDIR)/.deps/clients-venv
 CLIENTS_PY   := $(CLIENTS_VENV)/bin/python
 CLIENTS_ENV  := VALKEY_SERVER=$(VALKEY_BIN)
 
-.PHONY: test-clients test-python test-node test-rust-client demo-python
+.PHONY: test-clients test-python test-node test-rust-client test-go test-java demo-python
 
-test-clients: test-python test-node test-rust-client
+test-clients: test-python test-node test-rust-client test-go test-java
 
 # A venv with pip (the system Python is not touched), the package installed
 # from clients/python, the pinned test requirements.
@@ -108,6 +108,29 @@ test-node: build
 test-rust-client: build
 	@scripts/deps.sh test
 	$(CLIENTS_ENV) $(CARGO) test --release --no-fail-fast -p hashlock-client -- $(RUST_TEST_ARGS)
+
+# Go >= 1.21 (scripts/go.sh finds one or installs it with apt); go-redis and
+# its dependencies come from the Go module proxy.
+test-go: build
+	@scripts/deps.sh test
+	@GO=$$(scripts/go.sh) && cd clients/go && \
+		$(CLIENTS_ENV) PATH="$$(dirname $$GO):$$PATH" GOTOOLCHAIN=local \
+		$$GO test -p 1 -count=1 $(GO_TEST_ARGS) ./...
+
+# Java (clients/java): the library's tests and the interop suite with real
+# Redisson (4.7.0, then the 3.x line again: 3.23.5). Installs a JDK 17 and
+# Maven from apt if missing; dependencies come from Maven Central once, into
+# ~/.m2. One test JVM, one test at a time (MVN_ARGS adds options, e.g.
+# -Dtest=LockTest or -Dchurn.seconds=60).
+JAVA_MVN := mvn -q -B -f clients/java/pom.xml -Dsurefire.failIfNoSpecifiedTests=false
+JAVA_REDISSON3 := 3.23.5
+
+test-java: build
+	@scripts/deps.sh test
+	@(command -v javac >/dev/null && javac -version 2>&1 | grep -Eq 'javac (1[7-9]|[2-9][0-9])' && command -v mvn >/dev/null) || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jdk-headless maven)
+	$(CLIENTS_ENV) $(JAVA_MVN) test $(MVN_ARGS)
+	$(CLIENTS_ENV) $(JAVA_MVN) test -Dredisson.version=$(JAVA_REDISSON3) -Dgroups=redisson -Dchurn.seconds=8 $(MVN_ARGS)
 
 # The overselling demo with the Python library (twin of `make demo`).
 demo-python: build $(CLIENTS_PY)

@@ -1,16 +1,22 @@
 //! Interoperation with Redisson's RLock wire protocol. A test-local
-//! "Redisson" runs Redisson's own Lua scripts (RedissonLock 3.x:
-//! tryLockInnerAsync, unlockInnerAsync, renewExpirationAsync,
-//! forceUnlockAsync) through EVAL, with Redisson-style owners
-//! `<client uuid>:<thread id>`, next to clients using LOCK.*. Both must see
-//! one lock, and Redisson's subscribers must be woken by LOCK.* releases.
+//! "Redisson" runs Redisson 4.x's own Lua scripts (RedissonLock:
+//! tryLockInnerAsync, unlockInnerAsync with its unlock latch,
+//! forceUnlockAsync with the publish command as an argument, and the
+//! batched watchdog of renewal/LockTask) through EVAL, with Redisson-style
+//! owners `<client uuid>:<thread id>`, next to clients using LOCK.*. Both
+//! must see one lock, and Redisson's subscribers must be woken by LOCK.*
+//! releases. (The scripts are byte for byte what Redisson 4.7.0 sends:
+//! clients/java's RedissonScriptsTest checks testkit::redisson against real
+//! Redisson; older Redissons' scripts are tested in blocking.rs and token.rs.)
 
 mod common;
 
 use std::time::Duration;
 
 use common::*;
-use testkit::redisson::{FORCE_UNLOCK, RENEW, TRY_LOCK, UNLOCK, UNLOCK_MESSAGE, channel};
+use testkit::redisson::{
+    FORCE_UNLOCK_3_22, RENEW_BATCH, TRY_LOCK, UNLOCK_3_24, UNLOCK_MESSAGE, channel, unlock_latch,
+};
 
 /// One Redisson client: a connection and a client UUID; owners are
 /// `<uuid>:<thread id>`.
@@ -18,6 +24,8 @@ struct Redisson {
     c: Client,
     id: &'static str,
     lease_ms: i64,
+    /// Unlock requests sent (each has its own unlock latch).
+    requests: u64,
 }
 
 impl Redisson {
@@ -26,6 +34,7 @@ impl Redisson {
             c: server.client(),
             id,
             lease_ms: 30000,
+            requests: 0,
         }
     }
 
@@ -48,21 +57,30 @@ impl Redisson {
     }
 
     /// `None` = "attempt to unlock lock, not locked by current thread";
-    /// `Some(false)` = still held; `Some(true)` = freed.
+    /// `Some(false)` = still held; `Some(true)` = freed. As Redisson 3.24+
+    /// does it: the script reads and then writes the request's unlock
+    /// latch; the client deletes the latch afterwards.
     #[track_caller]
     fn unlock(&mut self, key: &[u8], thread: u32) -> Option<bool> {
         let owner = self.owner(thread);
         let ch = channel(key);
-        match self.c.cmd(&args![
+        self.requests += 1;
+        let latch = unlock_latch(key, format!("{:032x}", self.requests).as_bytes());
+        let r = self.c.cmd(&args![
             "EVAL",
-            UNLOCK,
-            2,
+            UNLOCK_3_24,
+            3,
             key,
             ch,
+            latch,
             UNLOCK_MESSAGE,
             self.lease_ms,
-            owner
-        ]) {
+            owner,
+            "PUBLISH",
+            20000
+        ]);
+        self.c.cmd(&args!["DEL", latch]);
+        match r {
             Reply::Nil => None,
             Reply::Int(0) => Some(false),
             Reply::Int(1) => Some(true),
@@ -70,14 +88,16 @@ impl Redisson {
         }
     }
 
+    /// The watchdog's batched renewal, for one lock.
     #[track_caller]
     fn renew(&mut self, key: &[u8], thread: u32) -> bool {
         let owner = self.owner(thread);
         match self
             .c
-            .cmd(&args!["EVAL", RENEW, 1, key, self.lease_ms, owner])
+            .cmd(&args!["EVAL", RENEW_BATCH, 1, key, self.lease_ms, owner])
         {
-            Reply::Int(n) => n == 1,
+            Reply::Array(v) if v == vec![Reply::Int(1)] => true,
+            Reply::Array(v) if v == vec![Reply::Int(0)] => false,
             other => panic!("renewExpiration replied {other:?}"),
         }
     }
@@ -85,10 +105,15 @@ impl Redisson {
     #[track_caller]
     fn force_unlock(&mut self, key: &[u8]) -> bool {
         let ch = channel(key);
-        match self
-            .c
-            .cmd(&args!["EVAL", FORCE_UNLOCK, 2, key, ch, UNLOCK_MESSAGE])
-        {
+        match self.c.cmd(&args![
+            "EVAL",
+            FORCE_UNLOCK_3_22,
+            2,
+            key,
+            ch,
+            UNLOCK_MESSAGE,
+            "PUBLISH"
+        ]) {
             Reply::Int(n) => n == 1,
             other => panic!("forceUnlock replied {other:?}"),
         }

@@ -2,7 +2,9 @@
 //!
 //! - Keyspace events on queued keys (DEL, UNLINK, expiry, eviction, a
 //!   Redisson Lua release, renames, overwrites, MIGRATE): the queue is looked
-//!   at again (`Serve` job). FLUSHALL / FLUSHDB / SWAPDB fire no per-key
+//!   at again (`Serve` job). Events on a followed RW lock's key or on any
+//!   read hold's timeout key (`...:rwlock_timeout:<n>`, mapped back to its
+//!   lock) bring that lock's visit forward (`RwDue` job). FLUSHALL / FLUSHDB / SWAPDB fire no per-key
 //!   events: the flush and swapdb server events do the same for every queue
 //!   of the databases involved.
 //! - A connection closing with tied locks (KEEPALIVE): `Closed` job.
@@ -32,13 +34,14 @@ use crate::glue::runtime::hooks::{self, EventKind, Hooks, ServerEvent};
 use crate::glue::scheduler::{self, Job};
 use crate::glue::stats;
 use crate::glue::store::ids::ClientId;
-use crate::glue::store::lifecycle;
+use crate::glue::store::{lifecycle, metrics};
 use crate::glue::store::{QueueKey, is_own_event, server};
-use crate::glue::waiting::{acks, queues, ties};
+use crate::glue::waiting::{self, acks, queues, rwlock, ties};
 
 thread_local! {
     static WATCHING_KEYSPACE: Cell<bool> = const { Cell::new(false) };
     static WATCHING_EVENT_LOOP: Cell<bool> = const { Cell::new(false) };
+    static WATCHING_LEASE_SETS: Cell<bool> = const { Cell::new(false) };
 }
 
 /// The module's handlers of keyspace and server events.
@@ -66,6 +69,98 @@ pub fn subscribe(ctx: Ctx) -> Result<(), String> {
 pub fn forget_subscriptions() {
     WATCHING_KEYSPACE.with(|w| w.set(false));
     WATCHING_EVENT_LOOP.with(|w| w.set(false));
+    WATCHING_LEASE_SETS.with(|w| w.set(false));
+}
+
+/// Sorted-set writes, from the first SEMAPHORE.* command on: a Redisson
+/// client's lease written to a semaphore's `{key}:timeout` must reach the
+/// semaphore's sweep (its permit goes back at its deadline). Sorted-set
+/// events only, and only once semaphores are in use: every other server
+/// pays nothing.
+pub fn watch_lease_sets(ctx: Ctx) -> LockResult<()> {
+    if WATCHING_LEASE_SETS.with(Cell::get) {
+        return Ok(());
+    }
+    if !hooks::subscribe_keyspace::<LeaseSets>(ctx, raw::REDISMODULE_NOTIFY_ZSET)
+    {
+        return Err(LockError::Internal(
+            "cannot subscribe to keyspace events".into(),
+        ));
+    }
+    WATCHING_LEASE_SETS.with(|w| w.set(true));
+    // Leases written before now are found and swept at their deadlines too.
+    if server::is_primary() {
+        waiting::semaphore::discover_all(ctx);
+    }
+    Ok(())
+}
+
+/// The module's command filter, registered at load: it sees every command
+/// (a few comparisons, no allocation) for the two the server tells modules
+/// nothing of:
+///
+/// - `CONFIG RESETSTAT`: the wait and hold metrics are reset with the
+///   server's statistics.
+/// - `MODULE UNLOAD lock`: MODULE UNLOAD succeeds whenever no client waits
+///   and nothing is tied, but Redis refuses to unload a module that holds a
+///   timer, before the module is asked. So just before it runs, with nothing
+///   else pending, the jobs that are no reason to stay are dropped: a
+///   semaphore's sweeps at lease deadlines (the leases lapse on their own;
+///   the next call sweeps and arms again) and the expiry watch of lifecycle
+///   events.
+struct ModuleFilter;
+
+impl hooks::Filter for ModuleFilter {
+    fn filter(args: &hooks::FilterArgs) {
+        let n = args.count();
+        if n != 2 && n != 3 {
+            return;
+        }
+        let is = |i: usize, word: &[u8]| {
+            args.get(i)
+                .is_some_and(|a| a.as_ref().eq_ignore_ascii_case(word))
+        };
+        if n == 2 && is(0, b"config") && is(1, b"resetstat") {
+            metrics::reset();
+        } else if n == 3 && is(0, b"module") && is(1, b"unload") && is(2, b"lock") {
+            let droppable = waiting::semaphore::sweeps() + waiting::holds::watching();
+            let quiet = queues::totals() == (0, 0)
+                && acks::count() == 0
+                && ties::count() == 0
+                && waiting::delivery::count() == 0
+                && scheduler::pending() == droppable;
+            if quiet && droppable > 0 {
+                waiting::semaphore::drop_sweeps();
+                waiting::holds::stop_watch();
+            }
+        }
+    }
+}
+
+/// The command filter (at load).
+pub fn filter_commands(ctx: Ctx) -> Result<(), String> {
+    match hooks::register_filter::<ModuleFilter>(ctx) {
+        true => Ok(()),
+        false => Err("cannot register the module's command filter".into()),
+    }
+}
+
+/// The handler of sorted-set events (`watch_lease_sets`).
+struct LeaseSets;
+
+impl Hooks for LeaseSets {
+    fn keyspace(ctx: Ctx, _event: &CStr, key: &RStr) {
+        // A replica sweeps nothing (its primary's writes come replicated).
+        if is_own_event() || !server::is_primary() {
+            return;
+        }
+        let db = ctx.db();
+        for semaphore in crate::core::semaphore::keys_of_lease_set(key.as_ref()) {
+            waiting::semaphore::sweep_soon(ctx, db, semaphore);
+        }
+    }
+
+    fn server(_ctx: Ctx, _event: ServerEvent<'_>) {}
 }
 
 /// Keyspace events, from the first waiter on (a subscription cannot be undone).
@@ -110,7 +205,12 @@ impl Hooks for Events {
         if is_own_event() {
             return;
         }
-        look_again(ctx, ctx.db(), key.as_ref());
+        let db = ctx.db();
+        look_again(ctx, db, key.as_ref());
+        // RW locks: a followed lock's key, or a read hold's timeout key.
+        for lock in rwlock::key_event(ctx, db, key.as_ref()) {
+            look_again(ctx, db, &lock);
+        }
     }
 
     fn server(ctx: Ctx, event: ServerEvent<'_>) {
@@ -119,10 +219,17 @@ impl Hooks for Events {
             ServerEvent::SwapDb(a, b) => {
                 look_again_in(ctx, Some(a));
                 look_again_in(ctx, Some(b));
+                waiting::semaphore::swapped(ctx, a, b);
             }
             ServerEvent::Replica { online } => server::replica_changed(online),
             ServerEvent::BecameReplica => demoted(),
-            ServerEvent::BecamePrimary => server::set_primary(true),
+            ServerEvent::BecamePrimary => {
+                server::set_primary(true);
+                // The leases this node inherited are swept here now.
+                if WATCHING_LEASE_SETS.with(Cell::get) {
+                    waiting::semaphore::discover_all(ctx);
+                }
+            }
             ServerEvent::ClientClosed(id) => {
                 let client = ClientId(id);
                 // It fires inside other commands, on replicas, while the
@@ -137,6 +244,9 @@ impl Hooks for Events {
                 }
                 if names.iter().any(|n| n.to_bytes() == b"notify-keyspace-events") {
                     lifecycle::refresh(ctx);
+                }
+                if names.iter().any(|n| n.to_bytes() == b"latency-monitor-threshold") {
+                    metrics::refresh(ctx);
                 }
             }
             ServerEvent::BeforeSleep => acks::before_sleep(ctx),
@@ -161,6 +271,7 @@ fn look_again_in(ctx: Ctx, db: Option<i32>) {
     for QueueKey { db, name } in queues::keys(db) {
         look_again(ctx, db, &name);
     }
+    rwlock::look_again_in(ctx, db);
 }
 
 /// The node became a replica: it serves no locks now. The server answered
@@ -182,6 +293,7 @@ fn demoted() {
     }
     // Ties are connection state on the primary: the lease is the safety net.
     ties::drain();
+    rwlock::forget_all();
     for left in acks::drain() {
         left.handle.fail(LockError::Unblocked);
     }

@@ -10,6 +10,13 @@
 //! | `Renew` | a KEEPALIVE tie, every third of its lease | dropped | waits |
 //! | `Closed`, `Release` | a tied connection closing | dropped | waits |
 //! | `TakeBack`, `Restore` | an undelivered grant, an unacknowledged call | dropped | waits |
+//! | `Sweep` | a semaphore's earliest lease deadline; a foreign write to its `{key}:timeout` | dropped | waits |
+//! | `Permits` | a semaphore grant undone (REPLICAS, undelivered), a tied connection's permits | dropped | waits |
+//! | `Discover` | the first SEMAPHORE.* command, a promotion: semaphores' lease sets found by SCAN, a step at a time | dropped | waits |
+//! | `Serve`, `Due` of a latch queue | as above; a latch's key deadline | run (read-only: answers LATCH.AWAIT ... BLOCK waiters there) | waits |
+//! | `RwDue` | a queued RW lock's next deadline (the queue's hand-on); a foreign change to a followed RW lock or to a read hold's timeout key | dropped | waits |
+//! | `RwTakeBack`, `RwRestore` | an undelivered or unacknowledged RWLOCK grant / renewal | dropped | waits |
+//! | `Many` | LOCK.MACQUIRE's undo (a `TakeBack` per key) | dropped | waits |
 //!
 //! Jobs that write act only on a primary (a replica grants nothing; its
 //! waiters were answered when it was demoted) and never while writes are
@@ -21,9 +28,9 @@ use crate::glue::runtime::ffi::Ctx;
 use crate::glue::scheduler::{self, Job, Outcome};
 use crate::glue::stats;
 use crate::glue::store::ids::TieKind;
-use crate::glue::store::server;
-use crate::glue::waiting::lock;
-use crate::glue::waiting::{acks, callbacks, delivery, queues, serve, ties};
+use crate::glue::store::{metrics, server};
+use crate::glue::waiting::{acks, callbacks, delivery, holds, queues, serve, ties};
+use crate::glue::waiting::{lock, rwlock, semaphore};
 
 /// How often to look again while writes are paused.
 const PAUSE_RETRY_MS: i64 = 5;
@@ -46,12 +53,25 @@ pub fn run(ctx: Ctx, job: Job) {
                     scheduler::cancel(job);
                 }
                 stats::TIMED_OUT.bump();
+                metrics::timed_out(waiter.ask.measured());
                 waiter.handle.nil();
                 // A head that timed out may have held others back.
                 callbacks::serve_soon(ctx, headed);
             }
         }
         Job::Deliver => delivery::flush(ctx),
+        Job::Expire if !server::is_primary() => {}
+        Job::Expire => holds::expire_due(ctx),
+        // A replica answers its latch waiters from what the primary
+        // replicates (serving a latch writes nothing).
+        Job::Serve(qk) if !server::is_primary() && is_latch(&qk) => {
+            queues::with_queue(qk.db, &qk.name, |q| q.serve = None);
+            serve::serve_key(ctx, &qk);
+        }
+        Job::Due(qk) if !server::is_primary() && is_latch(&qk) => {
+            queues::with_queue(qk.db, &qk.name, |q| q.hand_on = None);
+            serve::due(ctx, &qk);
+        }
         job if !server::is_primary() => drop(job),
         job if server::writes_paused(ctx) => {
             scheduler::at(ctx, ctx.now().saturating_add(PAUSE_RETRY_MS), job);
@@ -62,6 +82,10 @@ pub fn run(ctx: Ctx, job: Job) {
             }
         }
     }
+}
+
+fn is_latch(qk: &crate::glue::store::QueueKey) -> bool {
+    queues::family(qk) == Some(queues::Family::Latch)
 }
 
 /// After every batch of jobs: the answers they produced go out.
@@ -117,6 +141,25 @@ fn run_writing(ctx: Ctx, job: Job) -> Option<Job> {
             let outcome = lock::restore(ctx, &qk, &owner, deadline);
             retry(outcome, Job::Restore(qk, owner, deadline))
         }
+        Job::RwDue(qk) => {
+            let outcome = rwlock::due(ctx, &qk);
+            retry(outcome, Job::RwDue(qk))
+        }
+        Job::RwTakeBack(qk, owner, mode) => {
+            let outcome = rwlock::take_back(ctx, &qk, &owner, mode);
+            retry(outcome, Job::RwTakeBack(qk, owner, mode))
+        }
+        Job::RwRestore(qk, owner, undo) => {
+            let outcome = rwlock::restore(ctx, &qk, &owner, &undo);
+            retry(outcome, Job::RwRestore(qk, owner, undo))
+        }
+        Job::Many(jobs) => {
+            let again: Vec<Job> = jobs
+                .into_iter()
+                .filter_map(|job| run_writing(ctx, job))
+                .collect();
+            (!again.is_empty()).then_some(Job::Many(again))
+        }
         Job::AckTimeout(id) => {
             if let Some(left) = acks::leave(id) {
                 // Undo first: when the client hears NOREPLICAS, its call has
@@ -129,7 +172,21 @@ fn run_writing(ctx: Ctx, job: Job) -> Option<Job> {
             }
             None
         }
-        Job::Timeout(_) | Job::Deliver => None,
+        Job::Sweep(qk) => {
+            let outcome = semaphore::sweep(ctx, &qk);
+            retry(outcome, Job::Sweep(qk))
+        }
+        Job::Permits(qk, permits) => {
+            let outcome = semaphore::give_back(ctx, &qk, &permits);
+            retry(outcome, Job::Permits(qk, permits))
+        }
+        Job::Discover(db, cursor) => {
+            if let Some(next) = semaphore::discover(ctx, db, &cursor) {
+                scheduler::soon(ctx, Job::Discover(db, next));
+            }
+            None
+        }
+        Job::Timeout(_) | Job::Deliver | Job::Expire => None,
     }
 }
 

@@ -12,8 +12,8 @@ use std::ffi::c_int;
 use super::config::{SETTINGS, Setting};
 use super::runtime::ffi::{self, Ctx, Level, RStr, raw};
 use super::runtime::{firewall, hooks, register};
-use super::store::{ONE, lifecycle, notify, server};
-use super::waiting::{acks, delivery, queues, ties};
+use super::store::{ONE, lifecycle, metrics, notify, server};
+use super::waiting::{acks, delivery, holds, queues, semaphore, serve, ties};
 use super::{commands, events, eviction, info, jobs, scheduler};
 use crate::core::number::parse_i64;
 
@@ -53,6 +53,9 @@ pub fn load(ctx: Ctx, args: &[RStr]) -> Result<(), String> {
     info::register(ctx);
     eviction::check(ctx);
     lifecycle::refresh(ctx);
+    metrics::refresh(ctx);
+    holds::init(serve::lapse_check, serve::expired);
+    events::filter_commands(ctx)?;
     if !register::has_acl_categories() {
         ctx.log(
             Level::Warning,
@@ -67,17 +70,20 @@ pub fn load(ctx: Ctx, args: &[RStr]) -> Result<(), String> {
 pub fn unload() -> Result<(), String> {
     // Clients waiting, ties, answers on their way or jobs about to call back
     // into us: not now.
+    // A semaphore's sweep at a lease deadline is not a client waiting: it
+    // is dropped (the leases lapse on their own; the next call sweeps).
     if queues::totals() != (0, 0)
         || acks::count() > 0
         || ties::count() > 0
         || delivery::count() > 0
-        || scheduler::pending() > 0
+        || scheduler::pending() > semaphore::sweeps()
     {
         return Err(
             "cannot unload while clients wait for locks or locks are tied to connections; try again later"
                 .into(),
         );
     }
+    semaphore::drop_sweeps();
     ONE.free();
     notify::MESSAGE.free();
     register::clear();

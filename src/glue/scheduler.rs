@@ -27,6 +27,8 @@ use super::runtime::timer::{self, Timer};
 use super::store::ids::{AckId, ClientId, TieKind, WaiterId};
 use super::store::{Holder, QueueKey, server};
 use crate::core::Millis;
+use crate::core::semaphore::PermitId;
+use crate::core::rwlock::{RenewUndo, RwMode};
 
 /// Longest stretch of jobs run in one go.
 const BUDGET: Duration = Duration::from_millis(1);
@@ -64,8 +66,44 @@ pub enum Job {
     Restore(QueueKey, OwnedStr, Option<Millis>),
     /// A call's replicas did not acknowledge in time.
     AckTimeout(AckId),
+    /// A semaphore's lease deadline (or a foreign write to its lease set):
+    /// return the lapsed permits, serve the queue, arm the next one.
+    Sweep(QueueKey),
+    /// Give permits back to a semaphore (an undo, or a closed connection's).
+    Permits(QueueKey, Permits),
+    /// Look for semaphores' lease sets in a database (from a SCAN cursor),
+    /// to sweep them at their deadlines: those the server has not seen
+    /// written (loaded at start, inherited by a promoted replica).
+    Discover(i32, Vec<u8>),
     /// Send the answers waiting for delivery.
     Deliver,
+    /// Holds whose leases ran out get their expiry (lifecycle events on).
+    Expire,
+    /// A queued RW lock's next deadline has come, or something changed an
+    /// RW lock or one of its read holds' timeout keys: sweep what lapsed,
+    /// serve its queue, record (and with waiters, arm) the next deadline.
+    RwDue(QueueKey),
+    /// Take back one hold of this mode given to this owner of an RW lock
+    /// (undelivered, or not acknowledged by the replicas).
+    RwTakeBack(QueueKey, OwnedStr, RwMode),
+    /// Put back the deadlines an RW renewal replaced (not acknowledged).
+    RwRestore(QueueKey, OwnedStr, RenewUndo),
+    /// Several jobs as one (LOCK.MACQUIRE's undo: a take-back per key).
+    Many(Vec<Job>),
+}
+
+/// What a `Permits` job gives back to a semaphore.
+pub enum Permits {
+    /// Anonymous permits taken by an ACQUIRE that replicas did not
+    /// acknowledge, or whose client never heard of them.
+    Acquired(i64),
+    /// Leased permits, the same (those still leased go back).
+    Leased(Vec<PermitId>),
+    /// The tied permits of closed connections, gathered for this key (the
+    /// job takes them from the semaphore's list).
+    Closed,
+    /// A renewal replicas did not acknowledge: this id's previous score.
+    Renewal(PermitId, f64),
 }
 
 /// A scheduled job: when, and a sequence number (ties run in order).
@@ -154,6 +192,11 @@ pub fn time_left() -> Duration {
 /// Jobs waiting (the module must not unload while there are any).
 pub fn pending() -> usize {
     with(|s| s.jobs.len())
+}
+
+/// Whether a job is still waiting to run.
+pub fn is_pending(id: JobId) -> bool {
+    with(|s| s.jobs.contains_key(&id))
 }
 
 /// Makes sure the server timer fires by the earliest job.

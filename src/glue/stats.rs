@@ -12,6 +12,9 @@ impl Counter {
     pub fn bump(&self) {
         self.0.fetch_add(1, Ordering::Relaxed);
     }
+    pub fn add(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
     pub fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }
@@ -52,3 +55,39 @@ pub static NOREPLICAS: Counter = Counter::new();
 /// Grants that had lapsed or moved on before their answer was sent: the
 /// client was refused (nil, or NOREPLICAS), never told it holds.
 pub static STALE_GRANTS: Counter = Counter::new();
+
+// ---- semaphores (SEMAPHORE.*) ----
+
+/// SEMAPHORE.ACQUIRE calls granted at once.
+pub static SEM_ACQUIRED: Counter = Counter::new();
+/// SEMAPHORE.LEASE calls granted at once.
+pub static SEM_LEASED: Counter = Counter::new();
+/// SEMAPHORE.ACQUIRE / SEMAPHORE.LEASE answered nil at once (not enough
+/// permits, or waiters queued).
+pub static SEM_BUSY: Counter = Counter::new();
+/// SEMAPHORE.RELEASE calls.
+pub static SEM_RELEASED: Counter = Counter::new();
+/// SEMAPHORE.RETURN calls that returned their ids.
+pub static SEM_RETURNED: Counter = Counter::new();
+/// SEMAPHORE.RETURN refused (an id not leased: lapsed, returned, unknown).
+pub static SEM_NOT_LEASED: Counter = Counter::new();
+/// SEMAPHORE.RENEW calls that renewed.
+pub static SEM_RENEWED: Counter = Counter::new();
+/// Leased permits that lapsed and went back to the pool (server sweeps and
+/// sweeps by calls, Redisson-written ids included).
+pub static SEM_EXPIRED: Counter = Counter::new();
+/// Tied permits returned because their connection closed.
+pub static SEM_KEEPALIVE_RETURNED: Counter = Counter::new();
+/// Grants taken back (REPLICAS not acknowledged, reply never delivered).
+pub static SEM_TAKEN_BACK: Counter = Counter::new();
+/// Available counts published on `redisson_sc:{key}`.
+pub static SEM_PUBLISHED: Counter = Counter::new();
+
+// ---- latches (LATCH.*) ----
+
+/// LATCH.COUNTDOWN calls that opened a latch.
+pub static LATCH_OPENED: Counter = Counter::new();
+/// LATCH.COUNTDOWN calls.
+pub static LATCH_COUNTED_DOWN: Counter = Counter::new();
+/// LATCH.AWAIT waiters answered 1 when the latch opened.
+pub static LATCH_RELEASED_WAITERS: Counter = Counter::new();

@@ -502,6 +502,24 @@ mod tests {
         );
     }
 
+    #[test]
+    fn stores_borrowed_mutably_work_too() {
+        // The glue passes keys it has open already as `&mut` stores.
+        let mut d = dbs(2, 0);
+        let (a, b) = d.split_at_mut(1);
+        let mut first = a[0].key(KEYS[0]);
+        let mut second = b[0].key(KEYS[1]);
+        let mut locks = vec![&mut first, &mut second];
+        assert_eq!(
+            acquire(&mut locks, &Claim::new(&b"a"[..], px(10)), &[false; 2]),
+            Ok(Some(vec![1, 1]))
+        );
+        assert_eq!(
+            release(&mut locks, &b"a"[..]),
+            Ok(vec![Released::Freed, Released::Freed])
+        );
+    }
+
     // ---- properties ----
 
     #[derive(Debug, Clone)]

@@ -175,14 +175,14 @@ pub fn renew<S: LockStore>(lock: &mut S, owner: &S::Name, lease: Lease) -> LockR
     }
 }
 
-/// LOCK.FORCERELEASE: removes any lock. `true` if there was one.
-pub fn force_release<S: LockStore>(lock: &mut S) -> LockResult<bool> {
+/// LOCK.FORCERELEASE: removes any lock. The owner it had, if there was one.
+pub fn force_release<S: LockStore>(lock: &mut S) -> LockResult<Option<Vec<u8>>> {
     if !lock_shaped(lock)? {
-        return Ok(false);
+        return Ok(None);
     }
-    only_holder(lock)?;
+    let (owner, _) = only_holder(lock)?;
     lock.delete();
-    Ok(true)
+    Ok(Some(owner))
 }
 
 /// LOCK.INFO: who holds the lock, if anyone.

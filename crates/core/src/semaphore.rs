@@ -80,6 +80,26 @@ pub fn parse_id(hex: &[u8]) -> LockResult<PermitId> {
     Ok(id)
 }
 
+/// The semaphore keys whose lease set is named `name` (what a write to a
+/// `...:timeout` sorted set may concern): `{key}:timeout` for a key without
+/// `{`, `key:timeout` for one with. Both readings are offered when they
+/// apply (`{a}:timeout` is the lease set of `a` and of `{a}`).
+pub fn keys_of_lease_set(name: &[u8]) -> Vec<&[u8]> {
+    let mut found = Vec::new();
+    let Some(base) = name.strip_suffix(b":timeout") else {
+        return found;
+    };
+    if let [b'{', key @ .., b'}'] = base
+        && !key.contains(&b'{')
+    {
+        found.push(key);
+    }
+    if base.contains(&b'{') {
+        found.push(base);
+    }
+    found
+}
+
 /// Distinct permit ids, at least one (SEMAPHORE.RETURN's arguments).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PermitIds(Vec<PermitId>);
@@ -496,6 +516,18 @@ pub fn renew<S: SemaphoreStore>(s: &mut S, id: &PermitId, lease: Lease) -> LockR
         }
         _ => Ok(Renewed::NotLeased),
     }
+}
+
+/// Whether every one of `ids` is leased now (in the lease set, not
+/// lapsed), the semaphore being what it should be: what a deferred LEASE or
+/// RENEW answer is re-checked against when it is sent. Read-only.
+pub fn all_leased<S: SemaphoreStore>(s: &mut S, ids: &[PermitId]) -> bool {
+    if check(s).is_err() || !s.leases_in_slot() {
+        return false;
+    }
+    let now = s.now();
+    ids.iter()
+        .all(|id| s.score(id).is_some_and(|score| !lapsed_at(score, now)))
 }
 
 /// Puts back the score a renewal replaced (REPLICAS did not acknowledge

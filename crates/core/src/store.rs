@@ -50,3 +50,46 @@ pub trait LockStore {
     /// Sets the counter (keeps any expiry someone gave it).
     fn set_token(&mut self, token: i64);
 }
+
+/// A store borrowed mutably is a store: LOCK.MACQUIRE's rules take a slice
+/// of stores, and the glue serving one key's queue already has that key
+/// open (a second handle to the same key is not allowed) while it opens
+/// the multi-key waiter's other keys.
+impl<S: LockStore + ?Sized> LockStore for &mut S {
+    type Name = S::Name;
+    type Value = S::Value;
+
+    fn now(&self) -> Millis {
+        (**self).now()
+    }
+    fn shape(&mut self) -> Shape {
+        (**self).shape()
+    }
+    fn get(&mut self, field: &Self::Name) -> Option<Self::Value> {
+        (**self).get(field)
+    }
+    fn only_entry(&mut self) -> Option<(Vec<u8>, Vec<u8>)> {
+        (**self).only_entry()
+    }
+    fn ttl(&mut self) -> Option<Millis> {
+        (**self).ttl()
+    }
+    fn set_holds(&mut self, owner: &Self::Name, holds: i64) {
+        (**self).set_holds(owner, holds)
+    }
+    fn set_deadline(&mut self, deadline: Millis) {
+        (**self).set_deadline(deadline)
+    }
+    fn clear_deadline(&mut self) {
+        (**self).clear_deadline()
+    }
+    fn delete(&mut self) {
+        (**self).delete()
+    }
+    fn token(&mut self) -> LockResult<i64> {
+        (**self).token()
+    }
+    fn set_token(&mut self, token: i64) {
+        (**self).set_token(token)
+    }
+}

@@ -328,7 +328,7 @@ fn taking_back_and_restoring() {
 fn force_release_and_info() {
     let mut db = MemoryDb::new(0);
     assert_eq!(rules::info(&mut db.key(K)), Ok(None));
-    assert_eq!(rules::force_release(&mut db.key(K)), Ok(false));
+    assert_eq!(rules::force_release(&mut db.key(K)), Ok(None));
     acquire(&mut db.key(K), b"a\0b", px(100), false).unwrap();
     acquire(&mut db.key(K), b"a\0b", px(100), false).unwrap();
     db.advance(30);
@@ -341,7 +341,7 @@ fn force_release_and_info() {
             token: 0
         }))
     );
-    assert_eq!(rules::force_release(&mut db.key(K)), Ok(true));
+    assert!(matches!(rules::force_release(&mut db.key(K)), Ok(Some(_))));
     assert_eq!(db.value(K), None);
 }
 
@@ -505,7 +505,7 @@ proptest! {
                 }
                 Op::Force => {
                     let got = rules::force_release(&mut db.key(K)).unwrap();
-                    prop_assert_eq!(got, model.held.take().is_some());
+                    prop_assert_eq!(got, model.held.take().map(|(o, _, _)| OWNERS[o].to_vec()));
                 }
                 Op::Info => {
                     let got = rules::info(&mut db.key(K)).unwrap();

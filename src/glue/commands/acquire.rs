@@ -1,8 +1,6 @@
 //! LOCK.ACQUIRE key owner [PX ms | EX s] [BLOCK ms] [KEEPALIVE] [TOKEN] [REPLICAS n ms]
 
-use std::ops::Deref;
-
-use super::call::{self, Call};
+use super::call::{self, Call, Owner};
 use crate::core::command::KeyAccess;
 use crate::core::request::{self, OwnerSpec};
 use crate::core::rules::{self, Acquired, Claim};
@@ -14,6 +12,8 @@ use crate::glue::runtime::reply::{Granted, Reply};
 use crate::glue::scheduler::Job;
 use crate::glue::stats;
 use crate::glue::store::lifecycle::{self, Event};
+use crate::glue::store::metrics::{self, Family};
+use crate::glue::waiting::holds;
 use crate::glue::store::{LockKey, Mode, QueueKey, derived};
 use crate::glue::waiting::acks::Answer;
 use crate::glue::waiting::delivery::Verify;
@@ -21,31 +21,6 @@ use crate::glue::waiting::slot::Wake;
 use crate::glue::waiting::queues::{self, Ask, LockAsk};
 use crate::glue::waiting::ties::{self, Granted as HowGranted, TieKind};
 use crate::glue::waiting::lock;
-
-/// The owner asking: as the client named it, or a fresh UUID for `*`.
-enum Owner<'a> {
-    Given(&'a RStr),
-    Generated(OwnedStr),
-}
-
-impl Deref for Owner<'_> {
-    type Target = RStr;
-    fn deref(&self) -> &RStr {
-        match self {
-            Owner::Given(given) => given,
-            Owner::Generated(uuid) => uuid,
-        }
-    }
-}
-
-impl Owner<'_> {
-    fn generated(self) -> Option<OwnedStr> {
-        match self {
-            Owner::Generated(uuid) => Some(uuid),
-            Owner::Given(_) => None,
-        }
-    }
-}
 
 pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
     let req = request::parse_acquire(args)?;
@@ -79,12 +54,16 @@ pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
                 // A re-entry may have shortened the lease waiters are timed by.
                 lock::deadline_moved(ctx, db, &mut lock);
             }
+            let deadline = lease.deadline_from(lock.now()).ok();
             let how = if holds == 1 {
                 stats::ACQUIRED.bump();
+                metrics::immediate(Family::Lock);
+                holds::start(ctx, Family::Lock, db, key.as_ref(), owner.as_ref(), deadline);
                 lifecycle::fire(ctx, Event::LockAcquired, key);
                 HowGranted::Fresh
             } else {
                 stats::REENTERED.bump();
+                holds::renewed(ctx, db, key.as_ref(), owner.as_ref(), deadline);
                 HowGranted::ReEntry
             };
             let tie = ties::decide(db, key.as_ref(), owner.as_ref(), TieKind::Lock, how, tie_to, lease);

@@ -4,12 +4,13 @@
 //! blocks: in a queue, or until replicas acknowledge its writes.
 
 use std::cell::Cell;
+use std::ops::Deref;
 
 use crate::core::request::{Block, Replicas};
 use crate::core::{LockError, LockResult, Millis};
 use crate::glue::config;
 use crate::glue::events;
-use crate::glue::runtime::ffi::{Ctx, RStr, raw};
+use crate::glue::runtime::ffi::{Ctx, OwnedStr, RStr, raw};
 use crate::glue::runtime::reply::Reply;
 use crate::glue::scheduler::{self, Job};
 use crate::glue::stats;
@@ -33,6 +34,11 @@ impl Call {
             ctx,
             flags: Cell::new(None),
         }
+    }
+
+    /// The call's context.
+    pub fn ctx(&self) -> Ctx {
+        self.ctx
     }
 
     fn flags(&self) -> u32 {
@@ -147,6 +153,7 @@ pub fn waiter(
         keepalive,
         replicas,
         since: ctx.now(),
+        since_us: crate::glue::runtime::ffi::monotonic_us(),
         timeout: None,
     }
 }
@@ -176,4 +183,49 @@ pub fn await_replicas(
 /// The absolute end of a BLOCK, checked against overflow.
 pub fn check_block(block: Option<Block>, now: Millis) -> LockResult<Option<Block>> {
     block.map(|b| b.check(now)).transpose()
+}
+
+/// The owner asking: as the client named it, or a fresh UUID for `*`.
+pub enum Owner<'a> {
+    Given(&'a RStr),
+    Generated(OwnedStr),
+}
+
+impl Deref for Owner<'_> {
+    type Target = RStr;
+    fn deref(&self) -> &RStr {
+        match self {
+            Owner::Given(given) => given,
+            Owner::Generated(uuid) => uuid,
+        }
+    }
+}
+
+impl<'a> Owner<'a> {
+    /// As the request names it: given, or `*` (a fresh UUID).
+    pub fn of(spec: crate::core::request::OwnerSpec<'a, RStr>) -> Owner<'a> {
+        match spec {
+            crate::core::request::OwnerSpec::Given(given) => Owner::Given(given),
+            crate::core::request::OwnerSpec::Generate => {
+                Owner::Generated(OwnedStr::new(&crate::core::owner::generate()))
+            }
+        }
+    }
+
+    /// The generated owner, which the reply names.
+    pub fn generated(self) -> Option<OwnedStr> {
+        match self {
+            Owner::Generated(uuid) => Some(uuid),
+            Owner::Given(_) => None,
+        }
+    }
+
+    /// The owner a waiter keeps beyond this command, and whether the
+    /// server generated it.
+    pub fn keep(self) -> (OwnedStr, bool) {
+        match self {
+            Owner::Given(given) => (OwnedStr::new(given.as_ref()), false),
+            Owner::Generated(uuid) => (uuid, true),
+        }
+    }
 }

@@ -11,8 +11,12 @@ mod acquire;
 mod call;
 mod force_release;
 mod info;
+mod latch;
+mod multi;
 mod release;
 mod renew;
+mod rwlock;
+mod semaphore;
 mod waiters;
 
 use crate::core::command::{COMMANDS, Command};
@@ -29,7 +33,26 @@ fn handler(command: Command) -> Option<Handler> {
         Command::Info => info::run,
         Command::ForceRelease => force_release::run,
         Command::Waiters => waiters::run,
-        _ => return None,
+        Command::SemCreate => semaphore::create,
+        Command::SemAdd => semaphore::add,
+        Command::SemAcquire => semaphore::acquire,
+        Command::SemRelease => semaphore::release,
+        Command::SemLease => semaphore::lease,
+        Command::SemReturn => semaphore::return_permits,
+        Command::SemRenew => semaphore::renew,
+        Command::SemInfo => semaphore::info,
+        Command::SemDrain => semaphore::drain,
+        Command::LatchCreate => latch::create,
+        Command::LatchCountDown => latch::count_down,
+        Command::LatchAwait => latch::await_open,
+        Command::LatchCount => latch::count,
+        Command::RwAcquire => rwlock::acquire::run,
+        Command::RwRelease => rwlock::release::run,
+        Command::RwRenew => rwlock::renew::run,
+        Command::RwInfo => rwlock::info::run,
+        Command::RwForceRelease => rwlock::force_release::run,
+        Command::MAcquire => multi::acquire,
+        Command::MRelease => multi::release,
     })
 }
 

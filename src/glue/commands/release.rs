@@ -8,7 +8,7 @@ use crate::glue::runtime::reply::Reply;
 use crate::glue::stats;
 use crate::glue::store::lifecycle::{self, Event};
 use crate::glue::store::{LockKey, Mode};
-use crate::glue::waiting::lock;
+use crate::glue::waiting::{holds, lock};
 
 pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
     let req = request::parse_release(args)?;
@@ -17,6 +17,7 @@ pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
         Ok(Released::Held { holds }) => Ok(Reply::Int(holds)),
         Ok(Released::Freed) => {
             stats::RELEASED.bump();
+            holds::end(ctx.db(), req.key.as_ref(), req.owner.as_ref());
             lifecycle::fire(ctx, Event::LockReleased, req.key);
             lock::lock_freed(ctx, &mut lock);
             Ok(Reply::Int(0))

@@ -4,6 +4,7 @@ use super::call::{self, Call};
 use crate::core::LockResult;
 use crate::core::request;
 use crate::core::rules;
+use crate::core::store::LockStore;
 use crate::glue::config;
 use crate::glue::runtime::ffi::{Ctx, OwnedStr, RStr};
 use crate::glue::runtime::reply::Reply;
@@ -13,7 +14,7 @@ use crate::glue::store::{LockKey, Mode, QueueKey};
 use crate::glue::waiting::acks::Answer;
 use crate::glue::waiting::delivery::Verify;
 use crate::glue::waiting::slot::Wake;
-use crate::glue::waiting::lock;
+use crate::glue::waiting::{holds, lock};
 use crate::glue::waiting::ties::{self, Granted as HowGranted, TieKind};
 
 pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
@@ -35,6 +36,13 @@ pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
     }
     stats::RENEWED.bump();
     let db = ctx.db();
+    holds::renewed(
+        ctx,
+        db,
+        key.as_ref(),
+        req.owner.as_ref(),
+        lease.deadline_from(LockStore::now(&lock)).ok(),
+    );
     // A shorter lease moves the hand-off to waiters earlier.
     lock::deadline_moved(ctx, db, &mut lock);
     // With KEEPALIVE the lock is tied to this connection (from any other);

@@ -3,7 +3,8 @@
 //! the server will generate it or the primitive has none), what it waits
 //! for (`lock`, `read`, `write`, `acquire <n>`, `lease <n>`, `await`), ms
 //! waited, ms left before its BLOCK timeout (-1: forever). Read-only: the
-//! queue is connection state, on a replica always empty.
+//! queue is connection state (on a replica only LATCH.AWAIT ... BLOCK
+//! waiters queue).
 
 use crate::core::LockResult;
 use crate::core::request::{self, Command};

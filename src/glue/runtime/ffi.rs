@@ -107,6 +107,11 @@ pub fn require_api() -> Result<(), &'static str> {
         RedisModule_CallReplyType,
         RedisModule_CallReplyStringPtr,
         RedisModule_CallReplyLength,
+        RedisModule_LatencyAddSample,
+        RedisModule_RegisterCommandFilter,
+        RedisModule_CommandFilterArgsCount,
+        RedisModule_CommandFilterArgGet,
+        RedisModule_MonotonicMicroseconds,
         RedisModule_CallReplyArrayElement,
         RedisModule_FreeCallReply,
         RedisModule_GetCurrentUserName,
@@ -123,6 +128,9 @@ pub fn require_api() -> Result<(), &'static str> {
         RedisModule_ZsetRangeNext,
         RedisModule_ZsetRangeEndReached,
         RedisModule_ZsetRangeStop,
+        RedisModule_RegisterCommandFilter,
+        RedisModule_CommandFilterArgsCount,
+        RedisModule_CommandFilterArgGet,
     );
     Ok(())
 }
@@ -395,20 +403,54 @@ impl Ctx {
         };
         CallReply::adopt(reply)?.bytes()
     }
+
+    /// One step of `SCAN cursor MATCH pattern TYPE kind COUNT count` in the
+    /// selected database: the next cursor (`0`: done) and the names found.
+    pub fn scan(
+        self,
+        cursor: &[u8],
+        pattern: &CStr,
+        kind: &CStr,
+        count: i64,
+    ) -> Option<(Vec<u8>, Vec<Vec<u8>>)> {
+        // SAFETY: format `b` (a buffer and its length), five NUL-terminated
+        // strings (`c`) and a long long (`l`), matching the arguments.
+        let reply = unsafe {
+            rm!(RedisModule_Call(
+                self.0,
+                c"SCAN".as_ptr(),
+                c"bcccccl".as_ptr(),
+                cursor.as_ptr() as *const c_char,
+                cursor.len(),
+                c"MATCH".as_ptr(),
+                pattern.as_ptr(),
+                c"TYPE".as_ptr(),
+                kind.as_ptr(),
+                c"COUNT".as_ptr(),
+                count as c_longlong
+            ))
+        };
+        let reply = CallReply::adopt(reply)?;
+        let next = reply.element(0)?.bytes()?;
+        let names = reply.element(1)?;
+        let names = (0..names.len())
+            .filter_map(|i| names.element(i).and_then(|n| n.bytes()))
+            .collect();
+        Some((next, names))
+    }
 }
 
-/// A command-call reply, freed on drop.
-struct CallReply(NonNull<raw::RedisModuleCallReply>);
+/// An element of a command-call reply (owned by its parent: not freed).
+struct CallReplyElement(NonNull<raw::RedisModuleCallReply>);
 
-impl CallReply {
-    fn adopt(reply: *mut raw::RedisModuleCallReply) -> Option<CallReply> {
-        NonNull::new(reply).map(CallReply)
-    }
+/// What both a reply and its elements are read as.
+trait ReplyView {
+    fn raw(&self) -> *mut raw::RedisModuleCallReply;
 
     /// The reply's bytes if it is a string (bulk, simple or verbatim).
     fn bytes(&self) -> Option<Vec<u8>> {
-        // SAFETY: a live reply owned by self.
-        let kind = unsafe { rm!(RedisModule_CallReplyType(self.0.as_ptr())) };
+        // SAFETY: a live reply (or element of one).
+        let kind = unsafe { rm!(RedisModule_CallReplyType(self.raw())) };
         let string_like = kind == raw::REDISMODULE_REPLY_STRING as c_int
             || kind == raw::REDISMODULE_REPLY_VERBATIM_STRING as c_int;
         if !string_like {
@@ -417,12 +459,55 @@ impl CallReply {
         let mut len = 0usize;
         // SAFETY: the pointer stays valid while the reply lives; we copy out.
         unsafe {
-            let p = rm!(RedisModule_CallReplyStringPtr(self.0.as_ptr(), &mut len));
+            let p = rm!(RedisModule_CallReplyStringPtr(self.raw(), &mut len));
             if p.is_null() {
                 return Some(Vec::new());
             }
             Some(std::slice::from_raw_parts(p as *const u8, len).to_vec())
         }
+    }
+
+    /// Elements of an array reply (0 for anything else).
+    fn len(&self) -> usize {
+        // SAFETY: a live reply.
+        let kind = unsafe { rm!(RedisModule_CallReplyType(self.raw())) };
+        if kind != raw::REDISMODULE_REPLY_ARRAY as c_int {
+            return 0;
+        }
+        // SAFETY: a live array reply.
+        unsafe { rm!(RedisModule_CallReplyLength(self.raw())) }
+    }
+
+    /// Element `i` of an array reply.
+    fn element(&self, i: usize) -> Option<CallReplyElement> {
+        if i >= self.len() {
+            return None;
+        }
+        // SAFETY: a live array reply and an index below its length; the
+        // element lives as long as the reply.
+        let e = unsafe { rm!(RedisModule_CallReplyArrayElement(self.raw(), i)) };
+        NonNull::new(e).map(CallReplyElement)
+    }
+}
+
+impl ReplyView for CallReply {
+    fn raw(&self) -> *mut raw::RedisModuleCallReply {
+        self.0.as_ptr()
+    }
+}
+
+impl ReplyView for CallReplyElement {
+    fn raw(&self) -> *mut raw::RedisModuleCallReply {
+        self.0.as_ptr()
+    }
+}
+
+/// A command-call reply, freed on drop.
+struct CallReply(NonNull<raw::RedisModuleCallReply>);
+
+impl CallReply {
+    fn adopt(reply: *mut raw::RedisModuleCallReply) -> Option<CallReply> {
+        NonNull::new(reply).map(CallReply)
     }
 }
 
@@ -473,6 +558,19 @@ pub fn log_with(ctx: *mut RedisModuleCtx, level: Level, message: &str) {
             log(ctx, level.as_ptr(), c"%s".as_ptr(), text.as_ptr());
         }
     }
+}
+
+/// Adds a LATENCY event sample (ms). Callers check the threshold: the
+/// server records every sample when the monitor is off (threshold 0).
+pub fn latency_sample(event: &CStr, ms: i64) {
+    // SAFETY: a NUL-terminated event name; Redis copies it.
+    unsafe { rm!(RedisModule_LatencyAddSample(event.as_ptr(), ms)) };
+}
+
+/// The server's monotonic clock in µs (durations: waits, holds).
+pub fn monotonic_us() -> u64 {
+    // SAFETY: no arguments.
+    unsafe { rm!(RedisModule_MonotonicMicroseconds()) }
 }
 
 /// A Redis string we do not own: a command argument, valid for the call.

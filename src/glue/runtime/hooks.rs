@@ -159,6 +159,68 @@ unsafe fn decode<'a>(id: u64, subevent: u64, data: *mut c_void) -> Option<Server
     })
 }
 
+/// The command about to run, as a command filter sees it.
+pub struct FilterArgs {
+    /// The first `FILTER_ARGS` arguments (null past the command's end),
+    /// valid for the callback.
+    args: [*mut raw::RedisModuleString; FILTER_ARGS],
+    count: usize,
+}
+
+/// How many leading arguments a filter is shown (no allocation per command).
+const FILTER_ARGS: usize = 3;
+
+impl FilterArgs {
+    /// How many arguments the command has, its name included.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// Argument `i` (0: the command's name), if it is among the first few.
+    pub fn get(&self, i: usize) -> Option<&RStr> {
+        let arg = self.args.get(i).filter(|a| !a.is_null())?;
+        // SAFETY: a string Redis handed the filter for this call; `self`
+        // does not outlive the callback (it is built and dropped in it).
+        Some(unsafe { RStr::from_ptr(arg) })
+    }
+}
+
+/// What a command filter does with the commands it sees (every command:
+/// keep it to a few comparisons, no allocation).
+pub trait Filter: 'static {
+    fn filter(args: &FilterArgs);
+}
+
+/// Registers a command filter: `F::filter` sees every command before it
+/// runs (the module's own calls excepted). Redis drops it at unload.
+pub fn register_filter<F: Filter>(ctx: Ctx) -> bool {
+    // SAFETY: a live context and a callback of the API's signature.
+    let filter = unsafe {
+        rm!(RedisModule_RegisterCommandFilter(
+            ctx.0,
+            Some(filter::<F>),
+            raw::REDISMODULE_CMDFILTER_NOSELF as c_int
+        ))
+    };
+    !filter.is_null()
+}
+
+unsafe extern "C" fn filter<F: Filter>(fctx: *mut raw::RedisModuleCommandFilterCtx) {
+    firewall::callback((), || {
+        let mut args = [std::ptr::null_mut(); FILTER_ARGS];
+        // SAFETY: the filter context Redis passes, valid for the callback;
+        // positions below its argument count.
+        let count = unsafe {
+            let count = rm!(RedisModule_CommandFilterArgsCount(fctx));
+            for (i, arg) in args.iter_mut().enumerate().take(usize::try_from(count).unwrap_or(0)) {
+                *arg = rm!(RedisModule_CommandFilterArgGet(fctx, i as c_int));
+            }
+            usize::try_from(count).unwrap_or(0)
+        };
+        F::filter(&FilterArgs { args, count });
+    })
+}
+
 /// `INFO <section>`, freed on drop.
 pub struct ServerInfo {
     ctx: Ctx,

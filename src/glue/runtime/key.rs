@@ -239,6 +239,15 @@ impl RawKey {
         }
     }
 
+    /// SET: replaces whatever the key holds (any type) with the string
+    /// `value`, with no expiry (creating the key if it does not exist).
+    pub fn set_string(&self, value: &RStr) {
+        let Some(key) = self.handle() else { return };
+        // SAFETY: an open key opened for writing (a key opened for writing
+        // always has a handle); Redis copies or retains the string itself.
+        unsafe { rm!(RedisModule_StringSet(key.as_ptr(), value.ptr())) };
+    }
+
     /// ZADD one member.
     // For SEMAPHORE.* leases (`{key}:timeout`); that glue is on its own branch.
     #[allow(dead_code)]

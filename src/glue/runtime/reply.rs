@@ -13,11 +13,6 @@ pub enum Reply {
     Nil,
     /// Client data or generated text, as a bulk string.
     Bulk(Vec<u8>),
-    /// A string Redis already holds.
-    // For the family's replies (permit ids, RWLOCK.INFO's mode); that glue
-    // is on its own branches.
-    #[allow(dead_code)]
-    Str(OwnedStr),
     /// A successful acquisition: the hold count, or the generated owner for
     /// `*`; with TOKEN, `[that, token]`.
     Granted(Granted),
@@ -68,10 +63,6 @@ fn send(ctx: Ctx, reply: Reply) {
             rm!(RedisModule_ReplyWithNull(ctx.0));
         },
         Reply::Bulk(bytes) => bulk(ctx, &bytes),
-        // SAFETY: as above; the string outlives the call.
-        Reply::Str(s) => unsafe {
-            rm!(RedisModule_ReplyWithString(ctx.0, s.ptr()));
-        },
         Reply::Granted(g) => {
             if let Some(token) = g.token {
                 array(ctx, 2);

@@ -1,9 +1,10 @@
 //! Keys the module derives from a command's key (the fencing-token counter
-//! `redisson_lock_token:{key}`) are not declared in the command's key spec,
+//! `redisson_lock_token:{key}`, an RW lock's read-hold timeout keys
+//! `{key}:<owner>:rwlock_timeout:<n>`) are not declared in the command's key spec,
 //! so Redis checks no ACL key pattern for them: the module checks the
 //! calling user's access itself, before anything is written.
 
-use crate::core::channel::token_key;
+use crate::core::channel::{rwlock_timeout_key, timeout_key, token_key};
 use crate::core::command::KeyAccess;
 use crate::core::{LockError, LockResult};
 use crate::glue::runtime::ffi::{CallerUser, Ctx, OwnedStr, RStr};
@@ -14,7 +15,23 @@ use crate::glue::runtime::register::acl_flags;
 /// as `access`. Calls without a user (jobs) pass.
 pub fn check_token_access(ctx: Ctx, key: &RStr, access: KeyAccess) -> LockResult<()> {
     let name = OwnedStr::new(&token_key(key.as_ref()));
-    check(ctx, &name, access)
+    check(ctx, &name, access, TOKEN)
+}
+
+const TOKEN: &str = "the lock's fencing-token counter (redisson_lock_token:...)";
+
+/// NOPERM unless the calling user may write `owner`'s read-hold timeout
+/// keys of the RW lock at `key` (the keys an RWLOCK.ACQUIRE READ creates;
+/// checked on the name of its first hold, `{key}:<owner>:rwlock_timeout:1`:
+/// a key pattern that admits one admits them all in practice).
+pub fn check_rw_hold_access(ctx: Ctx, key: &RStr, owner: &[u8]) -> LockResult<()> {
+    let name = OwnedStr::new(&rwlock_timeout_key(key.as_ref(), owner, 1));
+    check(
+        ctx,
+        &name,
+        KeyAccess::Update,
+        "the read hold's timeout key ({key}:<owner>:rwlock_timeout:<n>)",
+    )
 }
 
 /// For a read (LOCK.INFO): only a counter that exists is read, so only one
@@ -26,17 +43,37 @@ pub fn check_existing_token_read(ctx: Ctx, key: &RStr) -> LockResult<()> {
     if RawKey::open(ctx, &name, false).kind() == KeyKind::Empty {
         return Ok(());
     }
-    check(ctx, &name, KeyAccess::Read)
+    check(ctx, &name, KeyAccess::Read, TOKEN)
 }
 
-fn check(ctx: Ctx, name: &RStr, access: KeyAccess) -> LockResult<()> {
+/// NOPERM unless the calling user may access the lease set
+/// `{key}:timeout` of the semaphore at `key` as `access`. `always`: the
+/// call may create the set (SEMAPHORE.LEASE); otherwise only a set that
+/// exists is read or written, so only then is the permission needed.
+pub fn check_timeout_access(
+    ctx: Ctx,
+    key: &RStr,
+    access: KeyAccess,
+    always: bool,
+) -> LockResult<()> {
+    let name = OwnedStr::new(&timeout_key(key.as_ref()));
+    if !always && RawKey::open(ctx, &name, false).kind() == KeyKind::Empty {
+        return Ok(());
+    }
+    check(
+        ctx,
+        &name,
+        access,
+        "the semaphore's lease set ({key}:timeout)",
+    )
+}
+
+fn check(ctx: Ctx, name: &RStr, access: KeyAccess, what: &'static str) -> LockResult<()> {
     let Some(user) = CallerUser::of(ctx) else {
         return Ok(());
     };
     match user.may_access(name, acl_flags(access)) {
         true => Ok(()),
-        false => Err(LockError::NoPerm(
-            "the lock's fencing-token counter (redisson_lock_token:...)",
-        )),
+        false => Err(LockError::NoPerm(what)),
     }
 }

@@ -34,4 +34,10 @@ impl Counter {
 pub enum TieKind {
     /// A LOCK.* lock, held by the tie's holder (its owner).
     Lock,
+    /// A semaphore's leased permit, the tie's holder being its id's 16 raw
+    /// bytes.
+    Permit,
+    /// Every hold (READ and WRITE) of one owner of an RWLOCK.* lock: the
+    /// tie's holder is the owner.
+    Rw,
 }

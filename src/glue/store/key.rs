@@ -8,9 +8,7 @@
 //! The lock's fencing-token counter (`redisson_lock_token:{key}`) is a
 //! second key, opened only by a call that reads or issues a token.
 
-use crate::core::channel::token_key;
-use crate::core::number::parse_i64;
-use crate::core::slot::key_slot;
+use super::token::TokenKey;
 use crate::core::store::{LockStore, Shape};
 use crate::core::{LockError, LockResult, Millis};
 use crate::glue::runtime::ffi::{Arg, Ctx, OwnedStr, RStr, StaticStr, raw};
@@ -39,14 +37,6 @@ pub struct LockKey<'a> {
     /// would fire for every key opened for writing, even by a nil ACQUIRE).
     wrote: bool,
     token: Option<TokenKey>,
-}
-
-/// The open token counter.
-struct TokenKey {
-    name: OwnedStr,
-    /// Open only for writing calls; read-only calls read with GET.
-    key: Option<RawKey>,
-    wrote: bool,
 }
 
 impl<'a> LockKey<'a> {
@@ -80,23 +70,12 @@ impl<'a> LockKey<'a> {
         self.ctx.notify(class, event, key);
     }
 
-    /// The token counter, opened on first use. In a cluster it must share
-    /// the lock's slot: this node may not serve any other.
+    /// The token counter, opened on first use.
     fn token_key(&mut self) -> LockResult<&mut TokenKey> {
         if self.token.is_none() {
-            let name = token_key(self.name.as_ref());
-            if crate::glue::store::server::cluster()
-                && key_slot(&name) != key_slot(self.name.as_ref())
-            {
-                return Err(LockError::TokenCrossSlot);
-            }
-            let name = OwnedStr::new(&name);
-            let key = (self.mode == Mode::Write).then(|| RawKey::open(self.ctx, &name, true));
-            self.token = Some(TokenKey {
-                name,
-                key,
-                wrote: false,
-            });
+            let cluster = crate::glue::store::server::cluster();
+            let write = self.mode == Mode::Write;
+            self.token = Some(TokenKey::open(self.ctx, self.name, write, cluster)?);
         }
         self.token
             .as_mut()
@@ -104,31 +83,10 @@ impl<'a> LockKey<'a> {
     }
 }
 
-/// `value` in decimal, written into `buf`.
-fn decimal(value: i64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut n = value.unsigned_abs();
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    if value < 0 {
-        i -= 1;
-        buf[i] = b'-';
-    }
-    &buf[i..]
-}
-
 impl Drop for LockKey<'_> {
     fn drop(&mut self) {
-        if let Some(token) = self.token.take()
-            && token.wrote
-        {
-            self.ctx.signal_modified(&token.name);
+        if let Some(token) = self.token.take() {
+            token.close(self.ctx);
         }
         if self.wrote {
             self.ctx.signal_modified(self.name);
@@ -214,25 +172,7 @@ impl LockStore for LockKey<'_> {
 
     fn token(&mut self) -> LockResult<i64> {
         let ctx = self.ctx;
-        let token = self.token_key()?;
-        match &token.key {
-            // A writing call: read in place (it writes the counter next).
-            Some(key) => match key.kind() {
-                KeyKind::Empty => Ok(0),
-                KeyKind::String => key
-                    .with_string(parse_i64)
-                    .flatten()
-                    .ok_or(LockError::TokenNotInteger),
-                _ => Err(LockError::WrongType),
-            },
-            // A read-only call: GET, which leaves the value's encoding alone
-            // (direct access would turn an `int` into a string of its own).
-            None => match ctx.call_for_bytes(c"GET", &[&token.name]) {
-                Ok(Some(bytes)) => parse_i64(&bytes).ok_or(LockError::TokenNotInteger),
-                Ok(None) => Ok(0),
-                Err(()) => Err(LockError::WrongType),
-            },
-        }
+        self.token_key()?.read(ctx)
     }
 
     fn set_token(&mut self, value: i64) {
@@ -241,40 +181,6 @@ impl LockStore for LockKey<'_> {
             // `token()` was called (and succeeded) before any write.
             panic!("set_token before a successful token()");
         };
-        let Some(key) = &token.key else {
-            panic!("set_token on a read-only lock key");
-        };
-        token.wrote = true;
-        let mut buf = [0u8; 20];
-        let digits = decimal(value, &mut buf);
-        // The digits are written in place: `token()` read the counter in
-        // place, which left it a plain string of its own (a new counter is
-        // created as one, with no TTL, as RFencedLock's). Unlike replacing
-        // the value, this keeps any TTL someone gave it, as INCR does, and
-        // costs far less.
-        key.write_string(digits);
-        ctx.replicate(
-            c"SET",
-            &[
-                Arg::Str(&token.name),
-                Arg::Bytes(digits),
-                Arg::Word(c"KEEPTTL"),
-            ],
-        );
-        let _own = OwnEvent::mark();
-        ctx.notify(raw::REDISMODULE_NOTIFY_STRING, c"incrby", &token.name);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::decimal;
-
-    #[test]
-    fn decimal_digits() {
-        let mut buf = [0u8; 20];
-        for v in [0, 7, 10, 1795392008466000, i64::MAX, -1, i64::MIN] {
-            assert_eq!(decimal(v, &mut buf), v.to_string().as_bytes());
-        }
+        token.write(ctx, value);
     }
 }

@@ -130,6 +130,32 @@ pub fn wait(
     Ok(())
 }
 
+/// Answers a grant made to a blocked client (a waiter served): through
+/// delivery, re-checked when sent; with REPLICAS, once acknowledged. If
+/// fewer replicas are online than it asks for, the grant goes back (`undo`,
+/// as soon as the event loop comes round) and the client gets NOREPLICAS.
+pub fn grant(ctx: Ctx, handle: Blocked, answer: Answer, replicas: Option<Replicas>) {
+    match replicas.filter(|r| !r.is_none()) {
+        None => {
+            let Answer {
+                wake,
+                verify,
+                tie,
+                undo,
+            } = answer;
+            handle.deliver(wake, verify.map(|v| (v, Wake::Nil)), tie, undo);
+        }
+        Some(replicas) => {
+            if let Err(too_few) = wait(ctx, handle, answer, replicas) {
+                if let Some(undo) = too_few.undo {
+                    scheduler::soon(ctx, undo);
+                }
+                too_few.handle.fail(too_few.error);
+            }
+        }
+    }
+}
+
 /// A call leaves without its acknowledgements (time ran out, the client
 /// went away, the node stopped being a primary): its handle, what to undo,
 /// and the error it gets.

@@ -5,8 +5,10 @@
 //!   call acknowledged) is checked against the key at the moment it is
 //!   sent, as etcd's mutex re-checks ownership after waiting: if what was
 //!   granted has lapsed or moved to someone else meanwhile, the client gets
-//!   its refusal (nil, or NOREPLICAS) and never a success, and the call's
-//!   tie change is not applied. Only a grant that still holds applies it.
+//!   its refusal (nil, or NOREPLICAS) and never a success, the call's tie
+//!   change is not applied, and what may be left of the grant is taken
+//!   back (a LOCK.MACQUIRE that lost one key still held the others). Only a
+//!   grant that still holds applies its tie change.
 //! - **Sent from a timer.** On Redis 7.0 the server writes a blocked-on-keys
 //!   client's reply the moment the module unblocks it, but keeps the client
 //!   flagged blocked until before-sleep; a `CLIENT UNBLOCK` in between (in
@@ -27,17 +29,36 @@ use super::slot::{Stage, Wake, WakeSlot};
 use super::ties;
 use crate::core::LockError;
 use crate::core::rules::{self, Holding};
+use crate::core::rwlock::{self, RwMode};
 use crate::glue::runtime::blocked::BlockedClient;
 use crate::glue::runtime::ffi::{Ctx, OwnedStr};
 use crate::glue::scheduler::{self, Job, JobId};
 use crate::glue::stats;
 use crate::glue::store::ids::{Counter, PendingId};
-use crate::glue::store::{LockKey, Mode, QueueKey, server};
+use crate::glue::store::{LockKey, Mode, QueueKey, RwKey, SemKey, server};
 
 /// What a grant is checked against when it is sent.
 pub enum Verify {
     /// `owner` still holds the lock at `key`.
     Lock { key: QueueKey, owner: OwnedStr },
+    /// Anonymous semaphore permits: they cannot lapse or move, so the
+    /// grant stands whatever happened to the key; only the node's role is
+    /// checked (a node demoted since grants nothing).
+    Anonymous,
+    /// Every one of `ids` is still leased at the semaphore at `key`.
+    Permits {
+        key: QueueKey,
+        ids: Vec<crate::core::semaphore::PermitId>,
+    },
+    /// `owner` still holds the RW lock at `key`: a hold of `mode`, or
+    /// (`None`, a renewal) any hold.
+    Rw {
+        key: QueueKey,
+        owner: OwnedStr,
+        mode: Option<RwMode>,
+    },
+    /// Every one of these stands (LOCK.MACQUIRE: the owner holds every key).
+    All(Vec<Verify>),
 }
 
 impl Verify {
@@ -52,7 +73,39 @@ impl Verify {
                 let mut lock = LockKey::open(ctx, &name, Mode::Read);
                 matches!(rules::holding(&mut lock, owner), Ok(Holding::Mine { .. }))
             }
+            Verify::Anonymous => true,
+            Verify::Permits { key, ids } => {
+                if !ctx.select_db(key.db) {
+                    return false;
+                }
+                let name = OwnedStr::new(&key.name);
+                let mut sem = SemKey::open(ctx, &name, Mode::Read);
+                crate::core::semaphore::all_leased(&mut sem, ids)
+            }
+            Verify::Rw { key, owner, mode } => {
+                if !ctx.select_db(key.db) {
+                    return false;
+                }
+                let name = OwnedStr::new(&key.name);
+                let mut rw = RwKey::open(ctx, &name, Mode::Read);
+                match (rwlock::holding(&mut rw, owner.as_ref()), mode) {
+                    (Ok(h), Some(RwMode::Read)) => h.reads > 0,
+                    (Ok(h), Some(RwMode::Write)) => h.writes > 0,
+                    (Ok(h), None) => h.any(),
+                    (Err(_), _) => false,
+                }
+            }
+            Verify::All(all) => all.iter().all(|v| v.holds(ctx)),
         }
+    }
+
+    /// Whether a grant that no longer stands when sent is still taken back
+    /// (its undo runs): permit ids are this grant's alone, so the ones
+    /// still leased (if some lapsed or were returned by hand) must go back
+    /// to the pool, and a multi-key grant that lost one key must not keep
+    /// the others; a single lock's owner may hold it again by another call.
+    fn takes_back_refused(&self) -> bool {
+        matches!(self, Verify::Permits { .. } | Verify::All(_))
     }
 }
 
@@ -197,6 +250,11 @@ fn send(ctx: Ctx, pending: Pending) {
     }
     if !verify.holds(ctx) {
         stats::STALE_GRANTS.bump();
+        if verify.takes_back_refused()
+            && let Some(undo) = undo
+        {
+            scheduler::soon(ctx, undo);
+        }
         unblock(handle, refusal, None);
         return;
     }

@@ -19,8 +19,9 @@ use hashbrown::HashMap;
 use super::handle::Blocked;
 use crate::core::Millis;
 use crate::core::request::Replicas;
+use crate::glue::runtime::ffi::Ctx;
 use crate::glue::runtime::ffi::OwnedStr;
-use crate::glue::scheduler::JobId;
+use crate::glue::scheduler::{self, Job, JobId};
 use crate::glue::store::ids::{ClientId, Counter, WaiterId};
 use crate::glue::store::{KeyRef, QueueKey};
 
@@ -29,6 +30,15 @@ use crate::glue::store::{KeyRef, QueueKey};
 pub enum Ask {
     /// LOCK.ACQUIRE ... BLOCK.
     Lock(LockAsk),
+    /// SEMAPHORE.ACQUIRE / SEMAPHORE.LEASE ... BLOCK (one queue for both).
+    Semaphore(crate::core::semaphore::Want),
+    /// LATCH.AWAIT ... BLOCK.
+    Latch,
+    /// RWLOCK.ACQUIRE ... BLOCK.
+    Rw(RwAsk),
+    /// LOCK.MACQUIRE ... BLOCK: every one of its keys (the queues it stands
+    /// in, in the order given), all at once.
+    Multi(MultiAsk),
 }
 
 /// A lock request (LOCK.ACQUIRE).
@@ -40,16 +50,50 @@ pub struct LockAsk {
     pub token: bool,
 }
 
-/// The primitives that queue waiters.
+/// A read or write hold of an RW lock (RWLOCK.ACQUIRE).
+pub struct RwAsk {
+    pub owner: OwnedStr,
+    /// `*`: reply with the owner instead of the hold count.
+    pub generated: bool,
+    pub mode: crate::core::rwlock::RwMode,
+    pub lease: crate::core::Lease,
+    pub token: bool,
+}
+
+/// Several locks at once (LOCK.MACQUIRE); the keys are where it stands.
+pub struct MultiAsk {
+    pub owner: OwnedStr,
+    pub lease: crate::core::Lease,
+}
+
+/// The primitives that queue waiters (a LOCK.MACQUIRE waiter waits for
+/// LOCK.* locks: `Lock`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Family {
     Lock,
+    Semaphore,
+    Latch,
+    Rw,
 }
 
 impl Ask {
     pub fn family(&self) -> Family {
         match self {
-            Ask::Lock(_) => Family::Lock,
+            Ask::Lock(_) | Ask::Multi(_) => Family::Lock,
+            Ask::Rw(_) => Family::Rw,
+            Ask::Semaphore(_) => Family::Semaphore,
+            Ask::Latch => Family::Latch,
+        }
+    }
+
+    /// The primitive its wait is measured under (`INFO lock`).
+    pub fn measured(&self) -> crate::glue::store::metrics::Family {
+        use crate::glue::store::metrics::Family as M;
+        match self {
+            Ask::Lock(_) | Ask::Multi(_) => M::Lock,
+            Ask::Rw(_) => M::RwLock,
+            Ask::Semaphore(_) => M::Semaphore,
+            Ask::Latch => M::Latch,
         }
     }
 
@@ -57,13 +101,19 @@ impl Ask {
     pub fn owner(&self) -> Option<&[u8]> {
         match self {
             Ask::Lock(a) => (!a.generated).then_some(a.owner.as_ref()),
+            Ask::Semaphore(_) | Ask::Latch => None,
+            Ask::Rw(a) => (!a.generated).then_some(a.owner.as_ref()),
+            Ask::Multi(a) => Some(a.owner.as_ref()),
         }
     }
 
     /// What it waits for, as LOCK.WAITERS shows it.
     pub fn describe(&self) -> String {
         match self {
-            Ask::Lock(_) => "lock".into(),
+            Ask::Lock(_) | Ask::Multi(_) => "lock".into(),
+            Ask::Rw(a) => a.mode.waits_for().into(),
+            Ask::Semaphore(want) => want.describe(),
+            Ask::Latch => "await".into(),
         }
     }
 }
@@ -79,8 +129,10 @@ pub struct Waiter {
     pub keepalive: bool,
     /// REPLICAS: the grant is answered once acknowledged.
     pub replicas: Option<Replicas>,
-    /// When it was queued (server clock).
+    /// When it was queued (server clock, and the monotonic clock in µs for
+    /// its wait sample).
     pub since: Millis,
+    pub since_us: u64,
     /// Its BLOCK timeout job and when it falls due, if it has one.
     pub timeout: Option<(JobId, Millis)>,
 }
@@ -285,6 +337,27 @@ pub fn heads(qk: &QueueKey, ticket: u64) -> bool {
     })
 }
 
+/// Looks at a waiter where it stands (without taking it out).
+pub fn with_waiter<R>(id: WaiterId, f: impl FnOnce(&Waiter) -> R) -> Option<R> {
+    with(|r| r.waiters.get(&id).map(|s| f(&s.waiter)))
+}
+
+/// Whether any waiter queued at `key` asks for something `f` accepts (a
+/// newcomer's RWLOCK.ACQUIRE READ: is a WRITE waiter queued?).
+pub fn any_asking(db: i32, key: &[u8], f: impl Fn(&Ask) -> bool) -> bool {
+    if !any() {
+        return false;
+    }
+    with(|r| {
+        r.queues.get(&KeyRef { db, name: key }).is_some_and(|q| {
+            q.order
+                .values()
+                .filter_map(|id| r.waiters.get(id))
+                .any(|s| f(&s.waiter.ask))
+        })
+    })
+}
+
 /// A waiter out of its queues, with where it stood (to be put back in its
 /// place if it cannot be served yet).
 pub struct TakenOut {
@@ -349,6 +422,28 @@ pub fn remove(id: WaiterId) -> Option<(Waiter, Vec<JobId>, Vec<QueueKey>)> {
             .collect();
         Some((s.waiter, jobs, headed))
     })
+}
+
+/// Makes sure the queue at `key` is looked at (a `Due` job) at `due`
+/// (`None`: no deadline matters now). Unless `replace`, an earlier one
+/// already scheduled is kept: it finds nothing to do and arms again.
+pub fn arm_due(ctx: Ctx, db: i32, key: &[u8], due: Option<Millis>, replace: bool) {
+    // The queue's current one; nothing to do without a queue.
+    let Some(current) = with_queue(db, key, |q| q.hand_on) else {
+        return;
+    };
+    if let Some(job) = current {
+        if !replace && due.is_some_and(|due| job.due <= due) {
+            return;
+        }
+        scheduler::cancel(job);
+        with_queue(db, key, |q| q.hand_on = None);
+    }
+    let (Some(due), Some(qk)) = (due, queue_key(db, key)) else {
+        return;
+    };
+    let job = scheduler::at(ctx, due, Job::Due(qk));
+    with_queue(db, key, |q| q.hand_on = Some(job));
 }
 
 /// The key's queue, to read or change its jobs.

@@ -124,6 +124,9 @@ pub enum Change {
         holder: Holder,
         lease: Lease,
     },
+    /// Several changes, in order (a LEASE ties each of its permits;
+    /// LOCK.MACQUIRE changes one per key).
+    Many(Vec<Change>),
 }
 
 /// The tie change of a call on `key` in `db` by `holder`: with KEEPALIVE
@@ -152,7 +155,11 @@ pub fn decide(
             lease,
             kind,
         },
-        (None, Granted::Fresh) => Change::Clear { key },
+        // A lock has one holder: any tie left at its key is stale. Other
+        // primitives have several holders (an RW lock's owners): only this
+        // holder's own stale tie goes.
+        (None, Granted::Fresh) if kind == TieKind::Lock => Change::Clear { key },
+        (None, Granted::Fresh) => Change::Untie { key, holder },
         (None, Granted::ReEntry) => Change::Retime { key, holder, lease },
         (None, Granted::Renewal) => Change::Untie { key, holder },
     })
@@ -173,6 +180,11 @@ pub fn apply(ctx: Ctx, change: Change) {
         }
         Change::Clear { key } => clear_key(&key),
         Change::Retime { key, holder, lease } => retime(ctx, key, holder, lease),
+        Change::Many(changes) => {
+            for change in changes {
+                apply(ctx, change);
+            }
+        }
     }
 }
 
@@ -273,6 +285,19 @@ pub fn is_tied(db: i32, key: &[u8], holder: &[u8]) -> bool {
         t.keys
             .get(&KeyRef { db, name: key })
             .is_some_and(|at| at.contains_key(holder))
+    })
+}
+
+/// The holders tied at `key` (SEMAPHORE.INFO's `keepalive`).
+pub fn holders_at(db: i32, key: &[u8]) -> Vec<Holder> {
+    if !any() {
+        return Vec::new();
+    }
+    with(|t| {
+        t.keys
+            .get(&KeyRef { db, name: key })
+            .map(|at| at.keys().cloned().collect())
+            .unwrap_or_default()
     })
 }
 

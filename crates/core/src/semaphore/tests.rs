@@ -352,6 +352,65 @@ fn return_ids_skips_what_is_no_longer_leased() {
 }
 
 #[test]
+fn lease_set_names_map_back_to_their_keys() {
+    use crate::channel::timeout_key;
+    for key in [
+        &b"s"[..],
+        b"{s}",
+        b"{s}:1",
+        b"a{b",
+        b"x}y",
+        b"",
+        b"{}",
+        b"a:timeout",
+    ] {
+        let name = timeout_key(key);
+        let found = keys_of_lease_set(&name);
+        assert!(found.contains(&key), "{key:?} -> {found:?}");
+        for k in found {
+            assert_eq!(timeout_key(k), name);
+        }
+    }
+    assert_eq!(keys_of_lease_set(b"{a}:timeout"), vec![&b"a"[..], b"{a}"]);
+    assert!(keys_of_lease_set(b"plain").is_empty());
+    assert!(keys_of_lease_set(b"nobraces:timeout").is_empty());
+}
+
+#[test]
+fn all_leased_is_what_a_deferred_grant_is_checked_against() {
+    let mut db = MemoryDb::new(0);
+    create(&mut db.semaphore(K), 3, None).unwrap();
+    let a = leased(lease(&mut db.semaphore(K), &claim(2, Some(50)), false).unwrap());
+    let b = leased(lease(&mut db.semaphore(K), &claim(1, None), false).unwrap());
+    let before = db.clone();
+    assert!(all_leased(&mut db.semaphore(K), &a.ids));
+    assert!(all_leased(&mut db.semaphore(K), &[a.ids[1], b.ids[0]]));
+    assert!(!all_leased(&mut db.semaphore(K), &[a.ids[0], [7u8; 16]]));
+    assert_eq!(db, before, "read-only");
+    // At the deadline the permits have lapsed (score <= now), swept or not.
+    db.advance(50);
+    assert!(!all_leased(&mut db.semaphore(K), &a.ids[..1]));
+    assert!(all_leased(&mut db.semaphore(K), &b.ids));
+    // Returned: no longer leased.
+    return_permits(
+        &mut db.semaphore(K),
+        &PermitIds::new(b.ids.clone()).unwrap(),
+    )
+    .unwrap();
+    assert!(!all_leased(&mut db.semaphore(K), &b.ids));
+    // Not a semaphore any more: nothing stands.
+    let b2 = leased(lease(&mut db.semaphore(K), &claim(1, None), false).unwrap());
+    db.put(K, str_value("x"), None);
+    assert!(!all_leased(&mut db.semaphore(K), &b2.ids));
+    // Out of this node's reach (a cluster slot elsewhere): nothing stands.
+    let mut db = MemoryDb::new(0);
+    create(&mut db.semaphore(b"a{b"), 1, None).unwrap();
+    let l = leased(lease(&mut db.semaphore(b"a{b"), &claim(1, None), false).unwrap());
+    assert!(all_leased(&mut db.semaphore(b"a{b"), &l.ids));
+    assert!(!all_leased(&mut db.semaphore_in_cluster(b"a{b"), &l.ids));
+}
+
+#[test]
 fn renew_sets_a_new_deadline_for_a_leased_id_only() {
     let mut db = MemoryDb::new(0);
     create(&mut db.semaphore(K), 2, Some(px(1_000))).unwrap();

@@ -1,0 +1,94 @@
+package io.hashlock;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.hashlock.testing.TestServer;
+import java.lang.reflect.Method;
+import java.net.URI;
+import java.net.URL;
+import java.net.URLClassLoader;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import javax.tools.JavaCompiler;
+import javax.tools.SimpleJavaFileObject;
+import javax.tools.StandardJavaFileManager;
+import javax.tools.ToolProvider;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The README's example, compiled and run as it stands (only the port is
+ * changed), against a real server: clients/java/README.md's first java block
+ * and the Java example of the repository's README.
+ */
+class ReadmeTest {
+    static final Path REPO = Path.of(TestServer.module()).getParent().getParent().getParent();
+
+    /** The java blocks of a markdown text, in order. */
+    static List<String> javaBlocks(String md) {
+        List<String> blocks = new ArrayList<>();
+        Matcher m = Pattern.compile("```java\\n(.*?)```", Pattern.DOTALL).matcher(md);
+        while (m.find()) blocks.add(m.group(1));
+        return blocks;
+    }
+
+    /** Compiles {@code body} into a class with {@code shipOrder(int)} that records what it saw, and runs it. */
+    static List<String> run(String body, int port) throws Exception {
+        String src = "import io.hashlock.*;\nimport io.hashlock.jedis.JedisConnector;\nimport java.util.concurrent.TimeUnit;\n"
+                + "public class ReadmeExample {\n"
+                + "  public static final java.util.List<String> SEEN = new java.util.ArrayList<>();\n"
+                + "  static void shipOrder(int id) {\n"
+                + "    try (redis.clients.jedis.Jedis j = new redis.clients.jedis.Jedis(\"127.0.0.1\", " + port + ")) {\n"
+                + "      Object info = j.sendCommand(() -> \"LOCK.INFO\".getBytes(), \"orders:\" + id);\n"
+                + "      SEEN.add(\"shipped \" + id + \" held=\" + (info != null));\n"
+                + "    }\n"
+                + "  }\n"
+                + "  public static void main() throws Exception {\n" + body.replace("6380", Integer.toString(port)) + "  }\n}\n";
+        Path dir = Files.createTempDirectory("hashlock-readme");
+        JavaCompiler javac = ToolProvider.getSystemJavaCompiler();
+        try (StandardJavaFileManager fm = javac.getStandardFileManager(null, null, null)) {
+            SimpleJavaFileObject file = new SimpleJavaFileObject(URI.create("string:///ReadmeExample.java"), javax.tools.JavaFileObject.Kind.SOURCE) {
+                @Override
+                public CharSequence getCharContent(boolean ignore) {
+                    return src;
+                }
+            };
+            List<String> opts = List.of("-classpath", System.getProperty("java.class.path"), "-d", dir.toString());
+            assertTrue(javac.getTask(null, fm, null, opts, null, List.of(file)).call(), "the README example compiles:\n" + src);
+        }
+        try (URLClassLoader cl = new URLClassLoader(new URL[] {dir.toUri().toURL()}, ReadmeTest.class.getClassLoader())) {
+            Class<?> c = cl.loadClass("ReadmeExample");
+            Method main = c.getMethod("main");
+            main.invoke(null);
+            @SuppressWarnings("unchecked")
+            List<String> seen = (List<String>) c.getField("SEEN").get(null);
+            return seen;
+        }
+    }
+
+    @Test
+    void theLibraryReadmeExampleRuns() throws Exception {
+        TestServer s = TestServer.shared(TestServer.Kind.REDIS);
+        String example = javaBlocks(Files.readString(REPO.resolve("clients/java/README.md"))).get(0);
+        assertEquals(List.of("shipped 42 held=true"), run(example, s.port));
+        assertEquals(null, s.cmd("LOCK.INFO", "orders:42"), "released at the end");
+    }
+
+    @Test
+    void theRepositoryReadmeJavaExampleRuns() throws Exception {
+        TestServer s = TestServer.shared(TestServer.Kind.VALKEY);
+        String readme = Files.readString(REPO.resolve("README.md"));
+        String heading = "### Client libraries in this repository";
+        int from = readme.indexOf(heading);
+        assertTrue(from >= 0, heading);
+        int to = readme.indexOf("\n### ", from + heading.length());
+        List<String> blocks = javaBlocks(readme.substring(from, to));
+        assertEquals(1, blocks.size(), "one Java example in the README's client section");
+        assertEquals(List.of("shipped 42 held=true"), run(blocks.get(0), s.port));
+        assertEquals(null, s.cmd("LOCK.INFO", "orders:42"));
+    }
+}

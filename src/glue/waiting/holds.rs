@@ -1,0 +1,315 @@
+//! When each hold the module granted began and when its lease ends, so that
+//! its end gives a hold sample (`metrics`) and a lapsed lease its
+//! `*.expired` lifecycle event at the deadline.
+//!
+//! Holds are found by a 64-bit hash of (database, key, holder): nothing is
+//! allocated per grant unless lifecycle events are on (then the key's name
+//! is kept, to fire the event on). An index by deadline finds lapsed holds:
+//! a few are looked at on every grant (so the table never grows with locks
+//! nobody releases), all of them on `INFO lock`, and, while lifecycle
+//! events are on, by one `Expire` job at the earliest deadline (so
+//! `*.expired` is fired at the deadline, never early, without a job per
+//! lock). A lapsed entry is checked against its key first (`Lapsed`): a
+//! lease renewed behind the module's back is followed, not ended.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::hash::BuildHasher;
+
+use hashbrown::HashMap;
+
+use crate::core::Millis;
+use crate::glue::runtime::ffi::{Ctx, monotonic_us};
+use crate::glue::scheduler::{self, Job, JobId};
+use crate::glue::store::QueueKey;
+use crate::glue::store::lifecycle;
+use crate::glue::store::metrics::{self, Family};
+
+type HoldId = u64;
+
+struct Hold {
+    family: Family,
+    since_us: u64,
+    deadline: Option<Millis>,
+    /// Kept while lifecycle events are on: the key and holder, to fire the
+    /// expiry on and to check the key.
+    named: Option<(QueueKey, Box<[u8]>)>,
+}
+
+/// Deadlines are filed in buckets of this many ms.
+const BUCKET_MS: Millis = 1024;
+
+/// The ids are hashes already: no second hashing.
+#[derive(Default, Clone)]
+struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+type ById = HashMap<HoldId, Hold, std::hash::BuildHasherDefault<IdHasher>>;
+
+#[derive(Default)]
+struct Holds {
+    hasher: hashbrown::DefaultHashBuilder,
+    holds: ById,
+    /// Ids by deadline bucket (cheap to file: most grants of a moment share
+    /// a bucket). Ids whose hold ended or moved are skipped when a bucket
+    /// is emptied.
+    buckets: BTreeMap<Millis, Vec<HoldId>>,
+    /// Exact deadlines, filed only while lifecycle events are on (the
+    /// `Expire` job fires at the earliest).
+    exact: BTreeMap<(Millis, HoldId), ()>,
+    /// The `Expire` job (lifecycle events on), and when it falls due.
+    watch: Option<(JobId, Millis)>,
+}
+
+thread_local! {
+    static HOLDS: RefCell<Holds> = RefCell::new(Holds::default());
+}
+
+fn with<R>(f: impl FnOnce(&mut Holds) -> R) -> R {
+    HOLDS.with(|h| f(&mut h.borrow_mut()))
+}
+
+impl Holds {
+    fn id(&self, db: i32, key: &[u8], holder: &[u8]) -> HoldId {
+        self.hasher.hash_one((db, key, holder))
+    }
+
+    fn file(&mut self, id: HoldId, deadline: Option<Millis>, exact: bool) {
+        if let Some(d) = deadline {
+            self.buckets.entry(d.div_euclid(BUCKET_MS)).or_default().push(id);
+            if exact {
+                self.exact.insert((d, id), ());
+            }
+        }
+    }
+
+    fn unfile(&mut self, id: HoldId, deadline: Option<Millis>) {
+        if let Some(d) = deadline
+            && !self.exact.is_empty()
+        {
+            self.exact.remove(&(d, id));
+        }
+    }
+
+    /// Takes out a hold whose deadline has passed (`now > deadline`): from
+    /// the exact index first, else from a bucket that has wholly passed.
+    fn take_lapsed(&mut self, now: Millis) -> Option<(Millis, HoldId, Hold)> {
+        while let Some((&(d, id), _)) = self.exact.first_key_value() {
+            if d >= now {
+                break;
+            }
+            self.exact.remove(&(d, id));
+            if self.holds.get(&id).is_some_and(|h| h.deadline == Some(d)) {
+                let hold = self.holds.remove(&id)?;
+                return Some((d, id, hold));
+            }
+        }
+        loop {
+            let mut entry = self.buckets.first_entry()?;
+            // Only a bucket whose every deadline has passed.
+            if (entry.key() + 1) * BUCKET_MS > now {
+                return None;
+            }
+            let bucket = *entry.key();
+            let Some(id) = entry.get_mut().pop() else {
+                entry.remove();
+                continue;
+            };
+            let lapsed = self.holds.get(&id).and_then(|h| h.deadline).filter(|d| d.div_euclid(BUCKET_MS) == bucket);
+            if let Some(d) = lapsed {
+                self.unfile(id, Some(d));
+                let hold = self.holds.remove(&id)?;
+                return Some((d, id, hold));
+            }
+        }
+    }
+}
+
+/// A hold was granted (fresh, not a re-entry), lasting until `deadline`.
+pub fn start(ctx: Ctx, family: Family, db: i32, key: &[u8], holder: &[u8], deadline: Option<Millis>) {
+    let events = lifecycle::enabled();
+    let named = events.then(|| (QueueKey::new(db, key), Box::from(holder)));
+    let now_us = monotonic_us();
+    let lapsed = with(|h| {
+        let id = h.id(db, key, holder);
+        let hold = Hold {
+            family,
+            since_us: now_us,
+            deadline,
+            named,
+        };
+        if let Some(old) = h.holds.insert(id, hold) {
+            h.unfile(id, old.deadline);
+        }
+        h.file(id, deadline, events);
+        // Old lapsed holds nobody came back to, from a bucket long past.
+        h.buckets
+            .first_key_value()
+            .is_some_and(|(&b, _)| (b + 1) * BUCKET_MS <= ctx.now())
+    });
+    if lapsed {
+        settle_lapsed(ctx, 2);
+    }
+    if events {
+        watch(ctx);
+    }
+}
+
+/// A hold's lease moved (a renewal, a re-entry).
+pub fn renewed(ctx: Ctx, db: i32, key: &[u8], holder: &[u8], deadline: Option<Millis>) {
+    let events = lifecycle::enabled();
+    let moved = with(|h| {
+        let id = h.id(db, key, holder);
+        let hold = h.holds.get_mut(&id)?;
+        let old = std::mem::replace(&mut hold.deadline, deadline);
+        if old == deadline {
+            return Some(());
+        }
+        h.unfile(id, old);
+        h.file(id, deadline, events);
+        Some(())
+    });
+    if moved.is_some() && events {
+        watch(ctx);
+    }
+}
+
+/// A hold ended now (its release, a forced release, its connection closed,
+/// an undo): its hold sample.
+pub fn end(db: i32, key: &[u8], holder: &[u8]) {
+    let ended = with(|h| {
+        let id = h.id(db, key, holder);
+        let hold = h.holds.remove(&id)?;
+        h.unfile(id, hold.deadline);
+        Some(hold)
+    });
+    if let Some(hold) = ended {
+        metrics::held(hold.family, monotonic_us().saturating_sub(hold.since_us));
+    }
+}
+
+/// Whether a lapsed hold is really gone: its key no longer holds it.
+pub type Lapsed = fn(Ctx, Family, &QueueKey, &[u8]) -> LapseCheck;
+
+/// What a lapsed hold's key says.
+pub enum LapseCheck {
+    /// Gone: the lease ran out. Fire its expiry (if named).
+    Gone,
+    /// Still held, until this new deadline (renewed behind the module's back).
+    Held(Option<Millis>),
+    /// The key cannot be looked at here now: look again later.
+    Later,
+}
+
+thread_local! {
+    static CHECK: RefCell<Option<Lapsed>> = const { RefCell::new(None) };
+    static EXPIRED: RefCell<Option<fn(Ctx, Family, &QueueKey)>> = const { RefCell::new(None) };
+}
+
+/// How to check a lapsed hold's key, and how to announce its expiry (the
+/// primitives' business, above this layer), at load.
+pub fn init(check: Lapsed, expired: fn(Ctx, Family, &QueueKey)) {
+    CHECK.with(|c| *c.borrow_mut() = Some(check));
+    EXPIRED.with(|e| *e.borrow_mut() = Some(expired));
+}
+
+/// Settles up to `max` holds whose deadline has passed: a hold sample
+/// ending at its deadline, and the expiry event if they are named.
+pub fn settle_lapsed(ctx: Ctx, max: usize) {
+    let now = ctx.now();
+    for _ in 0..max {
+        let Some((deadline, id, hold)) = with(|h| h.take_lapsed(now)) else {
+            break;
+        };
+        let check = CHECK.with(|c| *c.borrow());
+        let verdict = match (&hold.named, check) {
+            (Some((qk, holder)), Some(check)) => check(ctx, hold.family, qk, holder),
+            _ => LapseCheck::Gone,
+        };
+        let events = lifecycle::enabled();
+        match verdict {
+            LapseCheck::Gone => {
+                // It ended at its deadline, not when it was noticed.
+                let late_us = (now.saturating_sub(deadline).max(0) as u64).saturating_mul(1000);
+                let us = monotonic_us()
+                    .saturating_sub(hold.since_us)
+                    .saturating_sub(late_us);
+                metrics::held(hold.family, us);
+                if let (Some((qk, _)), Some(expired)) = (&hold.named, EXPIRED.with(|e| *e.borrow())) {
+                    expired(ctx, hold.family, qk);
+                }
+            }
+            LapseCheck::Held(deadline) => with(|h| {
+                h.file(id, deadline, events);
+                h.holds.insert(id, Hold { deadline, ..hold });
+            }),
+            LapseCheck::Later => with(|h| {
+                let later = Some(now.saturating_add(10));
+                h.file(id, later, events);
+                h.holds.insert(
+                    id,
+                    Hold {
+                        deadline: later,
+                        ..hold
+                    },
+                );
+            }),
+        }
+    }
+}
+
+/// While lifecycle events are on, one `Expire` job waits for the earliest
+/// deadline (1 ms after it: Redis expires a key once now > deadline).
+fn watch(ctx: Ctx) {
+    if !lifecycle::enabled() {
+        return;
+    }
+    let (first, current) = with(|h| (h.exact.keys().next().map(|&(d, _)| d), h.watch));
+    let Some(first) = first else { return };
+    let due = first.saturating_add(1);
+    if current.is_some_and(|(_, at)| at <= due) {
+        return;
+    }
+    if let Some((job, _)) = current {
+        scheduler::cancel(job);
+    }
+    let job = scheduler::at(ctx, due, Job::Expire);
+    with(|h| h.watch = Some((job, due)));
+}
+
+/// The `Expire` job: lapsed holds get their expiry, then the next watch.
+pub fn expire_due(ctx: Ctx) {
+    with(|h| h.watch = None);
+    settle_lapsed(ctx, usize::MAX);
+    watch(ctx);
+}
+
+/// Holds tracked (INFO, tests).
+pub fn count() -> usize {
+    with(|h| h.holds.len())
+}
+
+/// Whether the expiry watch job is pending (0 or 1).
+pub fn watching() -> usize {
+    usize::from(with(|h| h.watch.is_some()))
+}
+
+/// Drops the expiry watch (module unload: it is no reason to stay loaded).
+pub fn stop_watch() {
+    if let Some((job, _)) = with(|h| h.watch.take()) {
+        scheduler::cancel(job);
+    }
+}
