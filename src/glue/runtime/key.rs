@@ -100,9 +100,6 @@ impl RawKey {
     }
 
     /// HDEL of one field (the key goes when its last field does).
-    // For RWLOCK.* (a reader's or the writer's field); that glue is on its
-    // own branch.
-    #[allow(dead_code)]
     pub fn hash_del(&self, field: &RStr) {
         let Some(key) = self.handle() else { return };
         // SAFETY: as `hash_set`; REDISMODULE_HASH_DELETE is the API's marker
@@ -249,8 +246,6 @@ impl RawKey {
     }
 
     /// ZADD one member.
-    // For SEMAPHORE.* leases (`{key}:timeout`); that glue is on its own branch.
-    #[allow(dead_code)]
     pub fn zset_add(&self, score: f64, member: &RStr) {
         let Some(key) = self.handle() else { return };
         // SAFETY: an open key opened for writing; NULL flags = plain ZADD.
@@ -265,8 +260,6 @@ impl RawKey {
     }
 
     /// ZREM one member; true if it was there.
-    // For SEMAPHORE.* leases (`{key}:timeout`); that glue is on its own branch.
-    #[allow(dead_code)]
     pub fn zset_rem(&self, member: &RStr) -> bool {
         let Some(key) = self.handle() else {
             return false;
@@ -278,8 +271,6 @@ impl RawKey {
     }
 
     /// ZSCORE.
-    // For SEMAPHORE.* leases (`{key}:timeout`); that glue is on its own branch.
-    #[allow(dead_code)]
     pub fn zset_score(&self, member: &RStr) -> Option<f64> {
         let key = self.handle()?;
         let mut score = 0f64;
@@ -290,8 +281,6 @@ impl RawKey {
 
     /// Calls `f` with the members scored `min..=max` in score order, stopping
     /// when it returns false.
-    // For SEMAPHORE.* leases (`{key}:timeout`); that glue is on its own branch.
-    #[allow(dead_code)]
     pub fn zset_range(&self, min: f64, max: f64, mut f: impl FnMut(&[u8], f64) -> bool) {
         let Some(key) = self.handle() else { return };
         // SAFETY: an open sorted set; the range is stopped before returning;

@@ -19,9 +19,6 @@ use super::OwnEvent;
 use crate::glue::runtime::ffi::{Ctx, RStr, raw};
 
 /// A change of holder.
-// The Rw*, Semaphore* and Latch* events are fired by the RWLOCK.*,
-// SEMAPHORE.* and LATCH.* glue, on their own branches.
-#[allow(dead_code)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Event {
     LockAcquired,

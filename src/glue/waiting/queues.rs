@@ -325,9 +325,6 @@ pub fn family(qk: &QueueKey) -> Option<Family> {
 }
 
 /// Whether the waiter with `ticket` heads the queue at `qk`.
-// For LOCK.MACQUIRE (a multi-key waiter is served when it heads every one
-// of its queues); that glue is on its own branch.
-#[allow(dead_code)]
 pub fn heads(qk: &QueueKey, ticket: u64) -> bool {
     with(|r| {
         r.queues
