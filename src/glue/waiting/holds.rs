@@ -214,14 +214,17 @@ pub enum LapseCheck {
     Later,
 }
 
+/// How a lapsed hold's expiry is announced (the primitive's event).
+type Expired = fn(Ctx, Family, &QueueKey);
+
 thread_local! {
     static CHECK: RefCell<Option<Lapsed>> = const { RefCell::new(None) };
-    static EXPIRED: RefCell<Option<fn(Ctx, Family, &QueueKey)>> = const { RefCell::new(None) };
+    static EXPIRED: RefCell<Option<Expired>> = const { RefCell::new(None) };
 }
 
 /// How to check a lapsed hold's key, and how to announce its expiry (the
 /// primitives' business, above this layer), at load.
-pub fn init(check: Lapsed, expired: fn(Ctx, Family, &QueueKey)) {
+pub fn init(check: Lapsed, expired: Expired) {
     CHECK.with(|c| *c.borrow_mut() = Some(check));
     EXPIRED.with(|e| *e.borrow_mut() = Some(expired));
 }
