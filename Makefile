@@ -29,10 +29,13 @@ run: build
 	@scripts/deps.sh run
 	@scripts/run-server.sh
 
-# Unit and property tests of the core, then integration tests against real
-# Redis 7.0 and Valkey 9.1 servers the tests start themselves.
+# Clippy first (every crate and target, warnings are errors: among them
+# `undocumented_unsafe_blocks`), then unit and property tests of the core,
+# then integration tests against real Redis 7.0 and Valkey 9.1 servers the
+# tests start themselves.
 test: build
 	@scripts/deps.sh test
+	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
 	VALKEY_SERVER=$(VALKEY_BIN) $(CARGO) test --release
 	VALKEY_SERVER=$(VALKEY_BIN) $(CARGO) test --release -p hashlock-reliability
 	$(CARGO) test --release -p hashlock-bench

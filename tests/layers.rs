@@ -175,15 +175,16 @@ fn glue_imports_only_point_down() {
                     "{} (layer {my_layer}) uses {target} (layer {their_layer})",
                     rel.display()
                 ));
-            } else if their_layer == my_layer && target == top {
-                if let (Some(mine), Some(theirs)) = (&my_file, &target_file) {
-                    let is_file = known.contains(&(top.clone(), theirs.clone()));
-                    if is_file && mine != theirs && rank(&top, theirs) >= rank(&top, mine) {
-                        violations.push(format!(
-                            "{} uses {top}::{theirs}, not below it in {top}",
-                            rel.display()
-                        ));
-                    }
+            } else if their_layer == my_layer
+                && target == top
+                && let (Some(mine), Some(theirs)) = (&my_file, &target_file)
+            {
+                let is_file = known.contains(&(top.clone(), theirs.clone()));
+                if is_file && mine != theirs && rank(&top, theirs) >= rank(&top, mine) {
+                    violations.push(format!(
+                        "{} uses {top}::{theirs}, not below it in {top}",
+                        rel.display()
+                    ));
                 }
             }
         }

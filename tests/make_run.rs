@@ -90,10 +90,10 @@ impl MakeRun {
             if let Ok(Some(status)) = self.child.try_wait() {
                 return Err(format!("exited with {status}"));
             }
-            if let Some(info) = server_info(self.port) {
-                if testkit::info_value(&info, "process_id") == Some(pid.as_str()) {
-                    return Ok(());
-                }
+            if let Some(info) = server_info(self.port)
+                && testkit::info_value(&info, "process_id") == Some(pid.as_str())
+            {
+                return Ok(());
             }
             std::thread::sleep(Duration::from_millis(20));
         }

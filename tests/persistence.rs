@@ -174,7 +174,7 @@ fn aof_kill9_restart(kind: Kind) {
     assert_eq!(c.cmd(&["LOCK.RELEASE", "part", "o"]), Reply::Int(0));
 
     // After an AOF rewrite (base = snapshot) and another crash: the same.
-    assert_eq!(c.cmd(&["BGREWRITEAOF"]).is_error(), false);
+    assert!(!c.cmd(&["BGREWRITEAOF"]).is_error());
     assert!(wait_until(Duration::from_secs(10), || {
         s.info_field("persistence", "aof_rewrite_in_progress")
             .as_deref()

@@ -117,7 +117,7 @@ fn assert_noreplicas(r: &Reply, undone: bool, what: &str) {
 }
 
 /// The hash and deadline at `key` on a server, read directly.
-fn state(s: &Server, key: &str) -> (Vec<(Vec<u8>, Vec<u8>)>, i64) {
+fn state(s: &Server, key: &str) -> (HashPairs, i64) {
     hash_and_deadline(&mut s.client(), key.as_bytes())
 }
 

@@ -137,6 +137,36 @@ fn shared_deadline_hand_on(kind: Kind) {
         let info = admin.cmd(&args!["LOCK.INFO", format!("k{i}")]);
         assert_eq!(info.map_get("owner"), Some(&Reply::Bulk(b"w".to_vec())));
     }
+    // When, on the server clock: each grant set its lease (PX 60000) from
+    // the moment it was made, so PEXPIRETIME - 60000 is the grant's time.
+    // A key expires once now > deadline: no grant may come before
+    // deadline + 1, and every one comes soon after (generously: 10 s).
+    for i in 0..KEYS {
+        admin.send(&args!["PEXPIRETIME", format!("k{i}")]);
+    }
+    let granted_at: Vec<i64> = (0..KEYS)
+        .map(|_| admin.read_reply().as_int() - 60_000)
+        .collect();
+    let (first, last) = (
+        *granted_at.iter().min().unwrap(),
+        *granted_at.iter().max().unwrap(),
+    );
+    let early = granted_at.iter().filter(|&&at| at <= deadline).count();
+    assert_eq!(
+        early, 0,
+        "{kind}: {early} of {KEYS} grants at or before the shared deadline {deadline} \
+         (first at {first})"
+    );
+    assert!(
+        last < deadline + 10_000,
+        "{kind}: the last grant came {} ms after the shared deadline",
+        last - deadline
+    );
+    eprintln!(
+        "{kind}: grants from deadline + {} ms to deadline + {} ms",
+        first - deadline,
+        last - deadline
+    );
     // Generous bounds: the scheduler needs well under 0.2 s of CPU for this
     // and never runs more than ~1 ms at a time; per-key timers took ~1 s
     // and stalled the server for hundreds of ms (quadratic in KEYS).

@@ -109,7 +109,7 @@ impl WriteWatch {
 /// `HGETALL` and `PEXPIRETIME` of `key` on `c`, each preceded by `ASKING`
 /// when `asking` (the slot may still be importing there).
 #[track_caller]
-fn lock_at(c: &mut Client, key: &str, asking: bool) -> (Vec<(Vec<u8>, Vec<u8>)>, i64) {
+fn lock_at(c: &mut Client, key: &str, asking: bool) -> (HashPairs, i64) {
     if asking {
         assert_eq!(c.cmd(&["ASKING"]), ok());
     }
@@ -586,7 +586,9 @@ fn cli_reshard(kind: Kind) {
     let slots = cluster.lowest_slots(p0, 3);
     let s = cluster.server(p0);
     let mut c = s.client();
-    let plan: [(&str, &'static str, i64, &[(&str, bool)]); 3] = [
+    // Key suffix, holder, holds, waiters (owner, RESP3).
+    type Plan<'a> = (&'a str, &'static str, i64, &'a [(&'a str, bool)]);
+    let plan: [Plan; 3] = [
         (":a", "A", 1, &[("W2", false), ("W3", true)]),
         (":b", "B", 2, &[("V3", true)]),
         (":c", "C", 1, &[]),

@@ -120,14 +120,17 @@ struct Worker {
     rng: Rng,
 }
 
+/// One worker's calls, by worker id.
+type WorkerCalls = (usize, Vec<Call>);
+
 impl Worker {
     /// A connection to the current primary (waits while a failover runs).
     fn connect(&mut self) -> bool {
         let epoch = self.current.epoch.load(Ordering::SeqCst);
-        if let Some((e, _)) = &self.conn {
-            if *e == epoch {
-                return true;
-            }
+        if let Some((e, _)) = &self.conn
+            && *e == epoch
+        {
+            return true;
         }
         self.conn = None;
         let port = self.current.port.load(Ordering::SeqCst);
@@ -328,7 +331,7 @@ pub fn run(cfg: &Config) -> Outcomes {
         port: AtomicU16::new(servers[0].port),
         stop: AtomicBool::new(false),
     });
-    let results: Arc<Mutex<Vec<(usize, Vec<Call>)>>> = Arc::default();
+    let results: Arc<Mutex<Vec<WorkerCalls>>> = Arc::default();
     let handles: Vec<_> = (0..cfg.workers)
         .map(|id| {
             let (cfg, current, results) = (cfg.clone(), current.clone(), results.clone());

@@ -45,10 +45,13 @@ pub fn key_state(c: &mut Client, key: &[u8]) -> (Reply, Reply, Reply) {
     )
 }
 
+/// A hash's (field, value) pairs.
+pub type HashPairs = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// A hash as (field, value) pairs in the server's order, and the key's
 /// `PEXPIRETIME` (-2 missing, -1 no expiry). Works on RESP2 and RESP3.
 #[track_caller]
-pub fn hash_and_deadline(c: &mut Client, key: &[u8]) -> (Vec<(Vec<u8>, Vec<u8>)>, i64) {
+pub fn hash_and_deadline(c: &mut Client, key: &[u8]) -> (HashPairs, i64) {
     let pairs = match c.cmd(&[&b"HGETALL"[..], key]) {
         Reply::Array(flat) => flat
             .chunks_exact(2)

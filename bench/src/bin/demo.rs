@@ -439,7 +439,7 @@ async fn crash_demo(port: u16, admin: &mut MultiplexedConnection) -> Result<()> 
     Ok(())
 }
 
-/// 4. The buyer that dies holds a KEEPALIVE lock: queued first, the next
+/// Step 4: the buyer that dies holds a KEEPALIVE lock; queued first, the next
 /// buyer is handed the lock as soon as the dead buyer's connection closes.
 async fn keepalive_crash_demo(port: u16, admin: &mut MultiplexedConnection) -> Result<()> {
     println!(

@@ -228,9 +228,7 @@ fn performance_table(r: &Results) -> String {
             "| {} locks tied with KEEPALIVE (renewed by the server): longest PING round trip; CPU per renewal | {}; {} µs | | |",
             fmt_count(o.config.locks as f64),
             fmt_duration(worst),
-            fmt_us(o.us_per_renewal())
-                .trim_end_matches(" µs")
-                .to_string()
+            fmt_us(o.us_per_renewal()).trim_end_matches(" µs")
         );
     }
     if let Some(o) = &r.b10 {

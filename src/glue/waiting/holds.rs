@@ -104,6 +104,16 @@ impl Holds {
         }
     }
 
+    /// No hold is left: every id still filed is of a hold that ended, and
+    /// would stay filed until its bucket passed and a later grant looked.
+    /// Give the memory of past bursts back (100,000 acquire/release cycles
+    /// left ~1.3 MB of such ids behind).
+    fn forget_all(&mut self) {
+        self.buckets = BTreeMap::new();
+        self.exact = BTreeMap::new();
+        self.holds.shrink_to_fit();
+    }
+
     /// Takes out a hold whose deadline has passed (`now > deadline`): from
     /// the exact index first, else from a bucket that has wholly passed.
     fn take_lapsed(&mut self, now: Millis) -> Option<(Millis, HoldId, Hold)> {
@@ -194,6 +204,9 @@ pub fn end(db: i32, key: &[u8], holder: &[u8]) {
         let id = h.id(db, key, holder);
         let hold = h.holds.remove(&id)?;
         h.unfile(id, hold.deadline);
+        if h.holds.is_empty() {
+            h.forget_all();
+        }
         Some(hold)
     });
     if let Some(hold) = ended {
@@ -214,14 +227,17 @@ pub enum LapseCheck {
     Later,
 }
 
+/// How a lapsed hold's expiry is announced (the primitive's event).
+type Expired = fn(Ctx, Family, &QueueKey);
+
 thread_local! {
     static CHECK: RefCell<Option<Lapsed>> = const { RefCell::new(None) };
-    static EXPIRED: RefCell<Option<fn(Ctx, Family, &QueueKey)>> = const { RefCell::new(None) };
+    static EXPIRED: RefCell<Option<Expired>> = const { RefCell::new(None) };
 }
 
 /// How to check a lapsed hold's key, and how to announce its expiry (the
 /// primitives' business, above this layer), at load.
-pub fn init(check: Lapsed, expired: fn(Ctx, Family, &QueueKey)) {
+pub fn init(check: Lapsed, expired: Expired) {
     CHECK.with(|c| *c.borrow_mut() = Some(check));
     EXPIRED.with(|e| *e.borrow_mut() = Some(expired));
 }
@@ -269,6 +285,11 @@ pub fn settle_lapsed(ctx: Ctx, max: usize) {
             }),
         }
     }
+    with(|h| {
+        if h.holds.is_empty() {
+            h.forget_all();
+        }
+    });
 }
 
 /// While lifecycle events are on, one `Expire` job waits for the earliest

@@ -207,10 +207,10 @@ impl Registry {
     fn settle(&mut self, keys: &[QueueKey]) -> Vec<JobId> {
         let mut jobs = Vec::new();
         for qk in keys {
-            if self.queues.get(qk).is_some_and(|q| q.order.is_empty()) {
-                if let Some(q) = self.queues.remove(qk) {
-                    jobs.extend(q.hand_on.into_iter().chain(q.serve));
-                }
+            if self.queues.get(qk).is_some_and(|q| q.order.is_empty())
+                && let Some(q) = self.queues.remove(qk)
+            {
+                jobs.extend(q.hand_on.into_iter().chain(q.serve));
             }
         }
         if self.queues.is_empty() {
