@@ -6,11 +6,17 @@
 //! allocated per grant unless lifecycle events are on (then the key's name
 //! is kept, to fire the event on). An index by deadline finds lapsed holds:
 //! a few are looked at on every grant (so the table never grows with locks
-//! nobody releases), all of them on `INFO lock`, and, while lifecycle
+//! nobody releases; a lapsed hold is a sample once a grant finds it), and, while lifecycle
 //! events are on, by one `Expire` job at the earliest deadline (so
 //! `*.expired` is fired at the deadline, never early, without a job per
 //! lock). A lapsed entry is checked against its key first (`Lapsed`): a
 //! lease renewed behind the module's back is followed, not ended.
+//!
+//! A hold gone at its deadline fires `*.expired` only if the server expired
+//! its key at or after that deadline (its `expired` keyspace event, heard
+//! from the first named hold on): a lock that DEL, a Redisson script or
+//! eviction removed earlier ended without an event of ours, and is only a
+//! hold sample.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -21,7 +27,7 @@ use hashbrown::HashMap;
 use crate::core::Millis;
 use crate::glue::runtime::ffi::{Ctx, monotonic_us};
 use crate::glue::scheduler::{self, Job, JobId};
-use crate::glue::store::QueueKey;
+use crate::glue::store::{KeyRef, QueueKey};
 use crate::glue::store::lifecycle;
 use crate::glue::store::metrics::{self, Family};
 
@@ -72,6 +78,15 @@ struct Holds {
     exact: BTreeMap<(Millis, HoldId), ()>,
     /// The `Expire` job (lifecycle events on), and when it falls due.
     watch: Option<(JobId, Millis)>,
+    /// Keys with named holds: how many, and when the server last expired
+    /// the key (the evidence that a lapsed hold really expired).
+    keys: HashMap<QueueKey, KeyWatch>,
+}
+
+#[derive(Default)]
+struct KeyWatch {
+    named: u32,
+    expired_at: Option<Millis>,
 }
 
 thread_local! {
@@ -94,6 +109,24 @@ impl Holds {
                 self.exact.insert((d, id), ());
             }
         }
+    }
+
+    fn name(&mut self, qk: &QueueKey) {
+        self.keys.entry(qk.clone()).or_default().named += 1;
+    }
+
+    /// A named hold on `qk` is gone; whether the server expired the key at
+    /// or after `deadline` meanwhile.
+    fn unname(&mut self, qk: &QueueKey, deadline: Option<Millis>) -> bool {
+        let Some(w) = self.keys.get_mut(qk) else {
+            return false;
+        };
+        let expired = matches!((w.expired_at, deadline), (Some(at), Some(d)) if at >= d);
+        w.named = w.named.saturating_sub(1);
+        if w.named == 0 {
+            self.keys.remove(qk);
+        }
+        expired
     }
 
     fn unfile(&mut self, id: HoldId, deadline: Option<Millis>) {
@@ -142,9 +175,15 @@ impl Holds {
 pub fn start(ctx: Ctx, family: Family, db: i32, key: &[u8], holder: &[u8], deadline: Option<Millis>) {
     let events = lifecycle::enabled();
     let named = events.then(|| (QueueKey::new(db, key), Box::from(holder)));
+    if events {
+        watch_expiries(ctx);
+    }
     let now_us = monotonic_us();
     let lapsed = with(|h| {
         let id = h.id(db, key, holder);
+        if let Some((qk, _)) = &named {
+            h.name(qk);
+        }
         let hold = Hold {
             family,
             since_us: now_us,
@@ -153,6 +192,9 @@ pub fn start(ctx: Ctx, family: Family, db: i32, key: &[u8], holder: &[u8], deadl
         };
         if let Some(old) = h.holds.insert(id, hold) {
             h.unfile(id, old.deadline);
+            if let Some((qk, _)) = &old.named {
+                h.unname(qk, None);
+            }
         }
         h.file(id, deadline, events);
         // Old lapsed holds nobody came back to, from a bucket long past.
@@ -194,6 +236,9 @@ pub fn end(db: i32, key: &[u8], holder: &[u8]) {
         let id = h.id(db, key, holder);
         let hold = h.holds.remove(&id)?;
         h.unfile(id, hold.deadline);
+        if let Some((qk, _)) = &hold.named {
+            h.unname(qk, None);
+        }
         Some(hold)
     });
     if let Some(hold) = ended {
@@ -217,13 +262,31 @@ pub enum LapseCheck {
 thread_local! {
     static CHECK: RefCell<Option<Lapsed>> = const { RefCell::new(None) };
     static EXPIRED: RefCell<Option<fn(Ctx, Family, &QueueKey)>> = const { RefCell::new(None) };
+    static WATCH_EXPIRIES: RefCell<Option<fn(Ctx)>> = const { RefCell::new(None) };
 }
 
-/// How to check a lapsed hold's key, and how to announce its expiry (the
-/// primitives' business, above this layer), at load.
-pub fn init(check: Lapsed, expired: fn(Ctx, Family, &QueueKey)) {
+/// How to check a lapsed hold's key, how to announce its expiry (the
+/// primitives' business, above this layer), and how to hear the server's
+/// `expired` keyspace events (`key_expired`), at load.
+pub fn init(check: Lapsed, expired: fn(Ctx, Family, &QueueKey), watch: fn(Ctx)) {
     CHECK.with(|c| *c.borrow_mut() = Some(check));
     EXPIRED.with(|e| *e.borrow_mut() = Some(expired));
+    WATCH_EXPIRIES.with(|w| *w.borrow_mut() = Some(watch));
+}
+
+fn watch_expiries(ctx: Ctx) {
+    if let Some(watch) = WATCH_EXPIRIES.with(|w| *w.borrow()) {
+        watch(ctx);
+    }
+}
+
+/// The server expired `key` (its `expired` keyspace event) at `now`.
+pub fn key_expired(db: i32, key: &[u8], now: Millis) {
+    with(|h| {
+        if let Some(w) = h.keys.get_mut(&KeyRef { db, name: key }) {
+            w.expired_at = Some(now);
+        }
+    });
 }
 
 /// Settles up to `max` holds whose deadline has passed: a hold sample
@@ -242,14 +305,22 @@ pub fn settle_lapsed(ctx: Ctx, max: usize) {
         let events = lifecycle::enabled();
         match verdict {
             LapseCheck::Gone => {
+                // Expired (the server said so at or after the deadline), or
+                // removed earlier by something else: no event of ours then.
+                let expired = match &hold.named {
+                    Some((qk, _)) => with(|h| h.unname(qk, Some(deadline))),
+                    None => false,
+                };
                 // It ended at its deadline, not when it was noticed.
                 let late_us = (now.saturating_sub(deadline).max(0) as u64).saturating_mul(1000);
                 let us = monotonic_us()
                     .saturating_sub(hold.since_us)
                     .saturating_sub(late_us);
                 metrics::held(hold.family, us);
-                if let (Some((qk, _)), Some(expired)) = (&hold.named, EXPIRED.with(|e| *e.borrow())) {
-                    expired(ctx, hold.family, qk);
+                if let (true, Some((qk, _)), Some(announce)) =
+                    (expired, &hold.named, EXPIRED.with(|e| *e.borrow()))
+                {
+                    announce(ctx, hold.family, qk);
                 }
             }
             LapseCheck::Held(deadline) => with(|h| {
