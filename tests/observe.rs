@@ -1261,6 +1261,40 @@ fn grafana_dashboard_uses_the_collectors_series() {
     }
 }
 
+/// README "Observing locks" names every field INFO lock prints, exactly as
+/// printed (a metric field as `lock_<p>_...` for the four primitives).
+#[test]
+fn readme_names_every_info_lock_field() {
+    let readme = std::fs::read_to_string(repo_file("README.md")).expect("README.md");
+    let start = readme.find("\n## Observing locks").expect("README has \"## Observing locks\"");
+    let rest = &readme[start + 1..];
+    let section = &rest[..rest[3..].find("\n## ").map_or(rest.len(), |i| i + 3)];
+    let s = Server::start(Kind::Redis);
+    // The warnings section too.
+    ok(s.client().cmd(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]));
+    let info = s.info("lock");
+    let fields: Vec<&str> = info
+        .lines()
+        .filter_map(|l| l.split_once(':').map(|(k, _)| k))
+        .filter(|k| k.starts_with("lock_"))
+        .collect();
+    assert!(fields.len() > 80, "{info}");
+    assert!(fields.contains(&"lock_eviction"), "{info}");
+    let mut missing = Vec::new();
+    for f in fields {
+        let generic = ["lock", "rwlock", "semaphore", "latch"].iter().find_map(|p| {
+            f.strip_prefix(&format!("lock_{p}_"))
+                .filter(|rest| rest.starts_with("wait_") || rest.starts_with("hold_") || *rest == "granted_immediately")
+                .map(|rest| format!("`lock_<p>_{rest}`"))
+        });
+        let named = section.contains(&format!("`{f}`"));
+        if !named && !generic.is_some_and(|g| section.contains(&g)) {
+            missing.push(f);
+        }
+    }
+    assert!(missing.is_empty(), "README \"Observing locks\" does not name {missing:?}");
+}
+
 /// The small regular expressions the dashboard uses (anchored, as
 /// Prometheus anchors them): literals, `(a|b|c)` alternations and `.*`.
 fn regex_lite_match(pat: &str, s: &str) -> bool {
