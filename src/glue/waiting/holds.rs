@@ -259,18 +259,28 @@ pub enum LapseCheck {
     Later,
 }
 
+/// How a lapsed hold's expiry is announced (the primitive's event).
+type Expired = fn(Ctx, Family, &QueueKey);
+
 thread_local! {
     static CHECK: RefCell<Option<Lapsed>> = const { RefCell::new(None) };
-    static EXPIRED: RefCell<Option<fn(Ctx, Family, &QueueKey)>> = const { RefCell::new(None) };
+    static EXPIRED: RefCell<Option<Expired>> = const { RefCell::new(None) };
+}
+
+/// How to check a lapsed hold's key, and how to announce its expiry (the
+/// primitives' business, above this layer), at load.
+pub fn init(check: Lapsed, expired: Expired) {
+    CHECK.with(|c| *c.borrow_mut() = Some(check));
+    EXPIRED.with(|e| *e.borrow_mut() = Some(expired));
+}
+
+thread_local! {
     static WATCH_EXPIRIES: RefCell<Option<fn(Ctx)>> = const { RefCell::new(None) };
 }
 
-/// How to check a lapsed hold's key, how to announce its expiry (the
-/// primitives' business, above this layer), and how to hear the server's
-/// `expired` keyspace events (`key_expired`), at load.
-pub fn init(check: Lapsed, expired: fn(Ctx, Family, &QueueKey), watch: fn(Ctx)) {
-    CHECK.with(|c| *c.borrow_mut() = Some(check));
-    EXPIRED.with(|e| *e.borrow_mut() = Some(expired));
+/// How to hear the server's `expired` keyspace events (`key_expired`), at
+/// load: subscribed from the first named hold on.
+pub fn init_expiries(watch: fn(Ctx)) {
     WATCH_EXPIRIES.with(|w| *w.borrow_mut() = Some(watch));
 }
 
