@@ -144,7 +144,10 @@ fn frame(m: &Reply, resp3: bool) -> &[Reply] {
 /// exact, with no sleep.
 #[track_caller]
 fn marker(c: &mut Client, l: &mut Listener, key: &str, what: &str) {
-    assert_eq!(c.cmd(&["LOCK.ACQUIRE", key, "marker", "PX", "60000"]), Reply::Int(1));
+    assert_eq!(
+        c.cmd(&["LOCK.ACQUIRE", key, "marker", "PX", "60000"]),
+        Reply::Int(1)
+    );
     assert_eq!(c.cmd(&["LOCK.RELEASE", key, "marker"]), Reply::Int(0));
     l.expect(
         &[(key, "lock.acquired"), (key, "lock.released")],
@@ -258,7 +261,10 @@ fn with_block(mut v: Vec<String>, block: Option<u64>) -> Vec<String> {
 const LOCK: Prim = Prim {
     family: "lock",
     take: |key, owner, lease, block| {
-        with_block(strings(&["LOCK.ACQUIRE", key, owner, "PX", &lease.to_string()]), block)
+        with_block(
+            strings(&["LOCK.ACQUIRE", key, owner, "PX", &lease.to_string()]),
+            block,
+        )
     },
     give: |key, owner| strings(&["LOCK.RELEASE", key, owner]),
     granted: Reply::Int(1),
@@ -268,7 +274,14 @@ const RWLOCK_WRITE: Prim = Prim {
     family: "rwlock",
     take: |key, owner, lease, block| {
         with_block(
-            strings(&["RWLOCK.ACQUIRE", key, owner, "WRITE", "PX", &lease.to_string()]),
+            strings(&[
+                "RWLOCK.ACQUIRE",
+                key,
+                owner,
+                "WRITE",
+                "PX",
+                &lease.to_string(),
+            ]),
             block,
         )
     },
@@ -291,13 +304,25 @@ fn one_event_per_change(kind: Kind) {
     let mut l3 = Listener::new(&s, true, &["ev:a", "ev:b", "ev:m"]);
     let mut c = s.client();
 
-    assert_eq!(c.cmd(&["LOCK.ACQUIRE", "ev:a", "me", "PX", "60000"]), Reply::Int(1));
+    assert_eq!(
+        c.cmd(&["LOCK.ACQUIRE", "ev:a", "me", "PX", "60000"]),
+        Reply::Int(1)
+    );
     // A re-entry, a renewal (KEEPALIVE too), a partial release: nothing.
-    assert_eq!(c.cmd(&["LOCK.ACQUIRE", "ev:a", "me", "PX", "60000"]), Reply::Int(2));
-    assert_eq!(c.cmd(&["LOCK.RENEW", "ev:a", "me", "PX", "60000"]), Reply::Int(1));
+    assert_eq!(
+        c.cmd(&["LOCK.ACQUIRE", "ev:a", "me", "PX", "60000"]),
+        Reply::Int(2)
+    );
+    assert_eq!(
+        c.cmd(&["LOCK.RENEW", "ev:a", "me", "PX", "60000"]),
+        Reply::Int(1)
+    );
     assert_eq!(c.cmd(&["LOCK.RELEASE", "ev:a", "me"]), Reply::Int(1));
     // A busy call and a release by a non-holder change nothing.
-    assert!(c.cmd(&["LOCK.ACQUIRE", "ev:a", "other", "PX", "60000"]).is_nil());
+    assert!(
+        c.cmd(&["LOCK.ACQUIRE", "ev:a", "other", "PX", "60000"])
+            .is_nil()
+    );
     assert!(c.cmd(&["LOCK.RELEASE", "ev:a", "other"]).is_error());
     assert_eq!(c.cmd(&["LOCK.RELEASE", "ev:a", "me"]), Reply::Int(0));
     // A generated owner with TOKEN.
@@ -318,7 +343,10 @@ fn one_event_per_change(kind: Kind) {
         );
     }
     // Nothing else came: the marker is next for both.
-    assert_eq!(c.cmd(&["LOCK.ACQUIRE", "ev:m", "marker", "PX", "60000"]), Reply::Int(1));
+    assert_eq!(
+        c.cmd(&["LOCK.ACQUIRE", "ev:m", "marker", "PX", "60000"]),
+        Reply::Int(1)
+    );
     assert_eq!(c.cmd(&["LOCK.RELEASE", "ev:m", "marker"]), Reply::Int(0));
     for (name, l) in [("RESP2", &mut l2), ("RESP3", &mut l3)] {
         l.expect(
@@ -335,8 +363,14 @@ fn events_follow_the_setting(kind: Kind) {
     let mut c = s.client();
     let mut l = Listener::new(&s, false, &["off:k", "off:m"]);
     let cycle = |c: &mut Client| {
-        assert_eq!(c.cmd(&["LOCK.ACQUIRE", "off:k", "me", "PX", "60000"]), Reply::Int(1));
-        assert_eq!(c.cmd(&["LOCK.ACQUIRE", "off:k", "me", "PX", "60000"]), Reply::Int(2));
+        assert_eq!(
+            c.cmd(&["LOCK.ACQUIRE", "off:k", "me", "PX", "60000"]),
+            Reply::Int(1)
+        );
+        assert_eq!(
+            c.cmd(&["LOCK.ACQUIRE", "off:k", "me", "PX", "60000"]),
+            Reply::Int(2)
+        );
         assert_eq!(c.cmd(&["LOCK.RELEASE", "off:k", "me"]), Reply::Int(1));
         assert_eq!(c.cmd(&["LOCK.FORCERELEASE", "off:k"]), Reply::Int(1));
     };
@@ -347,7 +381,11 @@ fn events_follow_the_setting(kind: Kind) {
         // under `flags` (the server's own events for `g`, `h` ...).
         notify(&s, "Kd");
         let got = lock_events(&mut c, &mut l, "off:m");
-        assert_eq!(got, vec![], "{kind}: lock.* events with notify-keyspace-events {flags:?}");
+        assert_eq!(
+            got,
+            vec![],
+            "{kind}: lock.* events with notify-keyspace-events {flags:?}"
+        );
     }
     for flags in ["Kd", "KA", "KEA", "Kgd"] {
         notify(&s, flags);
@@ -361,17 +399,28 @@ fn events_follow_the_setting(kind: Kind) {
         s.client(),
         false,
         "SUBSCRIBE",
-        &["__keyevent@0__:lock.acquired".into(), "__keyevent@0__:lock.forced".into()],
+        &[
+            "__keyevent@0__:lock.acquired".into(),
+            "__keyevent@0__:lock.forced".into(),
+        ],
     );
     cycle(&mut c);
     // keyevent: the channel names the event, the message the key.
-    e.expect(&[("lock.acquired", "off:k"), ("lock.forced", "off:k")], &format!("{kind} Ed"));
+    e.expect(
+        &[("lock.acquired", "off:k"), ("lock.forced", "off:k")],
+        &format!("{kind} Ed"),
+    );
     e.silent(50, &format!("{kind}: Ed"));
-    l.silent(100, &format!("{kind}: Ed sends nothing to keyspace channels"));
+    l.silent(
+        100,
+        &format!("{kind}: Ed sends nothing to keyspace channels"),
+    );
 }
 
 fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
-    v.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+    v.iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
 }
 
 /// Runs a marker on `marker_key` (which must be on with `K` and `d`) and
@@ -379,12 +428,20 @@ fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
 /// events are left out.
 #[track_caller]
 fn lock_events(c: &mut Client, l: &mut Listener, marker_key: &str) -> Vec<(String, String)> {
-    assert_eq!(c.cmd(&["LOCK.ACQUIRE", marker_key, "marker", "PX", "60000"]), Reply::Int(1));
-    assert_eq!(c.cmd(&["LOCK.RELEASE", marker_key, "marker"]), Reply::Int(0));
+    assert_eq!(
+        c.cmd(&["LOCK.ACQUIRE", marker_key, "marker", "PX", "60000"]),
+        Reply::Int(1)
+    );
+    assert_eq!(
+        c.cmd(&["LOCK.RELEASE", marker_key, "marker"]),
+        Reply::Int(0)
+    );
     let mut got = Vec::new();
     let mut marks = Vec::new();
     while marks.last().map(String::as_str) != Some("lock.released") {
-        let (k, e) = l.expect_next(&format!("waiting for the marker on {marker_key} after {got:?}"));
+        let (k, e) = l.expect_next(&format!(
+            "waiting for the marker on {marker_key} after {got:?}"
+        ));
         if !e.starts_with("lock.") {
             continue;
         }
@@ -394,7 +451,11 @@ fn lock_events(c: &mut Client, l: &mut Listener, marker_key: &str) -> Vec<(Strin
             got.push((k, e));
         }
     }
-    assert_eq!(marks, ["lock.acquired", "lock.released"], "the marker's events");
+    assert_eq!(
+        marks,
+        ["lock.acquired", "lock.released"],
+        "the marker's events"
+    );
     got
 }
 
@@ -439,8 +500,15 @@ fn hand_off_order(kind: Kind) {
         // LOCK.INFO at once: the new holder is already written.
         let shown = owner_of(&mut c, key);
         assert_eq!(first, (key.to_string(), ending.to_string()), "{kind} {key}");
-        assert_eq!(shown.as_deref(), Some("new"), "{kind} {key}: LOCK.INFO when `{ending}` arrived");
-        l.expect(&[(key, "lock.acquired")], &format!("{kind} {key}: then the new holder"));
+        assert_eq!(
+            shown.as_deref(),
+            Some("new"),
+            "{kind} {key}: LOCK.INFO when `{ending}` arrived"
+        );
+        l.expect(
+            &[(key, "lock.acquired")],
+            &format!("{kind} {key}: then the new holder"),
+        );
         assert_eq!(waiter.read_reply(), Reply::Int(1), "{kind} {key}");
         assert_eq!(c.cmd(&["LOCK.FORCERELEASE", key]), Reply::Int(1));
         l.expect(&[(key, "lock.forced")], &format!("{kind} {key}: cleanup"));
@@ -463,11 +531,17 @@ fn expired_at_the_deadline(kind: Kind) {
         for key in ["dl:alone", "dl:queued", "dl:reentered"] {
             let lease = 200 + 50 * round;
             let lease_s = lease.to_string();
-            assert_eq!(c.cmd(&["LOCK.ACQUIRE", key, "me", "PX", &lease_s]), Reply::Int(1));
+            assert_eq!(
+                c.cmd(&["LOCK.ACQUIRE", key, "me", "PX", &lease_s]),
+                Reply::Int(1)
+            );
             if key == "dl:reentered" {
                 // A re-entry moves the deadline: the event follows it.
                 std::thread::sleep(Duration::from_millis(50));
-                assert_eq!(c.cmd(&["LOCK.ACQUIRE", key, "me", "PX", &lease_s]), Reply::Int(2));
+                assert_eq!(
+                    c.cmd(&["LOCK.ACQUIRE", key, "me", "PX", &lease_s]),
+                    Reply::Int(2)
+                );
             }
             let deadline = c.cmd(&["PEXPIRETIME", key]).as_int();
             assert!(deadline > 0, "{kind} {key}");
@@ -479,18 +553,34 @@ fn expired_at_the_deadline(kind: Kind) {
                 wait_queued(&s, 1);
                 waiter = Some(w);
             }
-            l.expect(&[(key, "expired")], &format!("{kind} {key}: the server expires the key first"));
+            l.expect(
+                &[(key, "expired")],
+                &format!("{kind} {key}: the server expires the key first"),
+            );
             let (k, e) = l.expect_next(&format!("{kind} {key}"));
             let heard = now_ms();
-            assert_eq!((k.as_str(), e.as_str()), (key, "lock.expired"), "{kind} round {round}");
+            assert_eq!(
+                (k.as_str(), e.as_str()),
+                (key, "lock.expired"),
+                "{kind} round {round}"
+            );
             // Heard after the deadline (Redis expires a key once now > deadline)...
-            assert!(heard > deadline, "{kind} {key}: heard at {heard}, deadline {deadline}");
+            assert!(
+                heard > deadline,
+                "{kind} {key}: heard at {heard}, deadline {deadline}"
+            );
             // ... and at most 50 ms after it (an upper bound: heard, not fired).
             let late = heard - deadline;
             worst = worst.max(late);
-            assert!(late <= 50, "{kind} {key} round {round}: `lock.expired` {late} ms after the deadline");
+            assert!(
+                late <= 50,
+                "{kind} {key} round {round}: `lock.expired` {late} ms after the deadline"
+            );
             if let Some(mut w) = waiter {
-                l.expect(&[(key, "lock.acquired")], &format!("{kind} {key}: handed on"));
+                l.expect(
+                    &[(key, "lock.acquired")],
+                    &format!("{kind} {key}: handed on"),
+                );
                 assert_eq!(w.read_reply(), Reply::Int(1));
                 assert_eq!(c.cmd(&["LOCK.RELEASE", key, "next"]), Reply::Int(0));
                 l.expect(&[(key, "lock.released")], &format!("{kind} {key}"));
@@ -510,26 +600,52 @@ fn forced_and_closed(kind: Kind) {
     notify(&s, "Kd");
     let mut c = s.client();
     let mut l = Listener::new(&s, false, &["fc:f", "fc:c", "fc:gone", "fc:m"]);
-    assert_eq!(c.cmd(&["LOCK.ACQUIRE", "fc:f", "me", "PX", "60000"]), Reply::Int(1));
+    assert_eq!(
+        c.cmd(&["LOCK.ACQUIRE", "fc:f", "me", "PX", "60000"]),
+        Reply::Int(1)
+    );
     assert_eq!(c.cmd(&["LOCK.FORCERELEASE", "fc:f"]), Reply::Int(1));
-    l.expect(&[("fc:f", "lock.acquired"), ("fc:f", "lock.forced")], &format!("{kind}: forced"));
+    l.expect(
+        &[("fc:f", "lock.acquired"), ("fc:f", "lock.forced")],
+        &format!("{kind}: forced"),
+    );
 
     let mut holder = s.client();
-    assert_eq!(holder.cmd(&["LOCK.ACQUIRE", "fc:c", "me", "PX", "60000", "KEEPALIVE"]), Reply::Int(1));
+    assert_eq!(
+        holder.cmd(&["LOCK.ACQUIRE", "fc:c", "me", "PX", "60000", "KEEPALIVE"]),
+        Reply::Int(1)
+    );
     l.expect(&[("fc:c", "lock.acquired")], &format!("{kind}: tied"));
     let id = holder.id().to_string();
     assert_eq!(c.cmd(&["CLIENT", "KILL", "ID", &id]), Reply::Int(1));
-    l.expect(&[("fc:c", "lock.closed")], &format!("{kind}: connection killed"));
+    l.expect(
+        &[("fc:c", "lock.closed")],
+        &format!("{kind}: connection killed"),
+    );
     assert_eq!(owner_of(&mut c, "fc:c"), None);
 
     // Released before the connection closed: only `lock.released`.
     let mut holder = s.client();
-    assert_eq!(holder.cmd(&["LOCK.ACQUIRE", "fc:gone", "me", "PX", "60000", "KEEPALIVE"]), Reply::Int(1));
-    assert_eq!(holder.cmd(&["LOCK.RELEASE", "fc:gone", "me"]), Reply::Int(0));
+    assert_eq!(
+        holder.cmd(&["LOCK.ACQUIRE", "fc:gone", "me", "PX", "60000", "KEEPALIVE"]),
+        Reply::Int(1)
+    );
+    assert_eq!(
+        holder.cmd(&["LOCK.RELEASE", "fc:gone", "me"]),
+        Reply::Int(0)
+    );
     drop(holder);
-    l.expect(&[("fc:gone", "lock.acquired"), ("fc:gone", "lock.released")], &format!("{kind}"));
+    l.expect(
+        &[("fc:gone", "lock.acquired"), ("fc:gone", "lock.released")],
+        &format!("{kind}"),
+    );
     assert!(wait_until(5 * SECOND, || lock_field(&s, "lock_tied") == 0));
-    marker(&mut c, &mut l, "fc:m", &format!("{kind}: nothing for the closed connection"));
+    marker(
+        &mut c,
+        &mut l,
+        "fc:m",
+        &format!("{kind}: nothing for the closed connection"),
+    );
 }
 
 /// A grant that replicas did not acknowledge in time is undone: its
@@ -543,16 +659,35 @@ fn replicas_undo_fires_released(kind: Kind) {
         p.info("replication").contains("state=online")
     }));
     c.cmd(&["SET", "ready", "1"]);
-    assert_eq!(c.cmd(&["WAIT", "1", "5000"]), Reply::Int(1), "{kind}: replica streaming");
+    assert_eq!(
+        c.cmd(&["WAIT", "1", "5000"]),
+        Reply::Int(1),
+        "{kind}: replica streaming"
+    );
     notify(&p, "Kd");
     let mut l = Listener::new(&p, false, &["ru:k", "ru:m"]);
     let frozen = Frozen::new(&r);
-    let reply = c.cmd(&["LOCK.ACQUIRE", "ru:k", "me", "PX", "60000", "REPLICAS", "1", "200"]);
+    let reply = c.cmd(&[
+        "LOCK.ACQUIRE",
+        "ru:k",
+        "me",
+        "PX",
+        "60000",
+        "REPLICAS",
+        "1",
+        "200",
+    ]);
     match &reply {
-        Reply::Error(e) => assert!(e.starts_with("NOREPLICAS") && e.contains("undone"), "{kind}: {e}"),
+        Reply::Error(e) => assert!(
+            e.starts_with("NOREPLICAS") && e.contains("undone"),
+            "{kind}: {e}"
+        ),
         other => panic!("{kind}: expected NOREPLICAS, got {other:?}"),
     }
-    l.expect(&[("ru:k", "lock.acquired"), ("ru:k", "lock.released")], &format!("{kind}: undo"));
+    l.expect(
+        &[("ru:k", "lock.acquired"), ("ru:k", "lock.released")],
+        &format!("{kind}: undo"),
+    );
     drop(frozen);
     marker(&mut c, &mut l, "ru:m", &format!("{kind}: once"));
 }
@@ -567,21 +702,51 @@ fn foreign_changes_fire_only_server_events(kind: Kind) {
     let keys = ["fx:del", "fx:script", "fx:queued", "fx:m"];
     let mut l = Listener::new(&s, false, &keys);
     // Short leases: their deadlines pass while we listen.
-    assert_eq!(c.cmd(&["LOCK.ACQUIRE", "fx:del", "me", "PX", "300"]), Reply::Int(1));
+    assert_eq!(
+        c.cmd(&["LOCK.ACQUIRE", "fx:del", "me", "PX", "300"]),
+        Reply::Int(1)
+    );
     // A module lock with a Redisson-shaped owner, freed by Redisson's unlock.
     let owner = "11111111-2222-4333-8444-555555555555:1";
-    assert_eq!(c.cmd(&["LOCK.ACQUIRE", "fx:script", owner, "PX", "300"]), Reply::Int(1));
+    assert_eq!(
+        c.cmd(&["LOCK.ACQUIRE", "fx:script", owner, "PX", "300"]),
+        Reply::Int(1)
+    );
     let mut w = s.client();
-    assert_eq!(c.cmd(&["LOCK.ACQUIRE", "fx:queued", "me", "PX", "60000"]), Reply::Int(1));
-    w.send(&["LOCK.ACQUIRE", "fx:queued", "next", "PX", "60000", "BLOCK", "0"]);
+    assert_eq!(
+        c.cmd(&["LOCK.ACQUIRE", "fx:queued", "me", "PX", "60000"]),
+        Reply::Int(1)
+    );
+    w.send(&[
+        "LOCK.ACQUIRE",
+        "fx:queued",
+        "next",
+        "PX",
+        "60000",
+        "BLOCK",
+        "0",
+    ]);
     wait_queued(&s, 1);
 
     assert_eq!(c.cmd(&["DEL", "fx:del"]), Reply::Int(1));
     let ch = redisson::channel(b"fx:script");
-    let r = c.cmd(&args!["EVAL", redisson::UNLOCK, 2, "fx:script", ch, redisson::UNLOCK_MESSAGE, 30000, owner]);
+    let r = c.cmd(&args![
+        "EVAL",
+        redisson::UNLOCK,
+        2,
+        "fx:script",
+        ch,
+        redisson::UNLOCK_MESSAGE,
+        30000,
+        owner
+    ]);
     assert_eq!(r, Reply::Int(1), "{kind}: Redisson's unlock");
     assert_eq!(c.cmd(&["DEL", "fx:queued"]), Reply::Int(1));
-    assert_eq!(w.read_reply(), Reply::Int(1), "{kind}: the waiter is handed the lock");
+    assert_eq!(
+        w.read_reply(),
+        Reply::Int(1),
+        "{kind}: the waiter is handed the lock"
+    );
 
     // Until the removed leases' deadlines have passed (300 ms), then a
     // marker: what came before it.
@@ -593,7 +758,11 @@ fn foreign_changes_fire_only_server_events(kind: Kind) {
         ("fx:queued", "lock.acquired"),
         ("fx:queued", "lock.acquired"),
     ];
-    assert_eq!(got, pairs(&want), "{kind}: lock.* events (DEL, Redisson's unlock, DEL with a waiter)");
+    assert_eq!(
+        got,
+        pairs(&want),
+        "{kind}: lock.* events (DEL, Redisson's unlock, DEL with a waiter)"
+    );
 }
 
 // ---- LOCK.WAITERS -----------------------------------------------------------
@@ -603,8 +772,18 @@ fn foreign_changes_fire_only_server_events(kind: Kind) {
 fn waiter_fields(w: &Reply) -> (i64, Option<String>, String, i64, i64) {
     let f = w.as_array();
     assert_eq!(f.len(), 5, "exactly five elements per waiter: {w:?}");
-    let owner = if f[1].is_nil() { None } else { Some(f[1].as_str().to_string()) };
-    (f[0].as_int(), owner, f[2].as_str().to_string(), f[3].as_int(), f[4].as_int())
+    let owner = if f[1].is_nil() {
+        None
+    } else {
+        Some(f[1].as_str().to_string())
+    };
+    (
+        f[0].as_int(),
+        owner,
+        f[2].as_str().to_string(),
+        f[3].as_int(),
+        f[4].as_int(),
+    )
 }
 
 /// Each waiter in queue order: its CLIENT ID, owner (nil for `*`), `lock`,
@@ -614,7 +793,10 @@ fn waiters_fields(kind: Kind) {
     let s = Server::start(kind);
     let mut c = s.client();
     let mut c3 = s.client_resp3();
-    assert_eq!(c.cmd(&["LOCK.ACQUIRE", "wt:k", "holder", "PX", "60000"]), Reply::Int(1));
+    assert_eq!(
+        c.cmd(&["LOCK.ACQUIRE", "wt:k", "holder", "PX", "60000"]),
+        Reply::Int(1)
+    );
     // Waiters in order: a named one forever, a generated owner for 5 s, a
     // KEEPALIVE one over RESP3 for 8 s.
     let mut ws = [s.client(), s.client(), s.client_resp3()];
@@ -622,7 +804,16 @@ fn waiters_fields(kind: Kind) {
     let calls: [&[&str]; 3] = [
         &["LOCK.ACQUIRE", "wt:k", "w1", "PX", "60000", "BLOCK", "0"],
         &["LOCK.ACQUIRE", "wt:k", "*", "PX", "60000", "BLOCK", "5000"],
-        &["LOCK.ACQUIRE", "wt:k", "w3", "PX", "60000", "BLOCK", "8000", "KEEPALIVE"],
+        &[
+            "LOCK.ACQUIRE",
+            "wt:k",
+            "w3",
+            "PX",
+            "60000",
+            "BLOCK",
+            "8000",
+            "KEEPALIVE",
+        ],
     ];
     let mut sent_ms = Vec::new();
     for (i, (w, call)) in ws.iter_mut().zip(calls).enumerate() {
@@ -639,7 +830,11 @@ fn waiters_fields(kind: Kind) {
         let list = r.as_array();
         assert_eq!(list.len(), 3, "{kind} {proto}: {r:?}");
         if proto == "RESP3" {
-            assert_eq!(list[1].as_array()[1], Reply::Null, "{kind}: RESP3 nil owner");
+            assert_eq!(
+                list[1].as_array()[1],
+                Reply::Null,
+                "{kind}: RESP3 nil owner"
+            );
         } else {
             assert_eq!(list[1].as_array()[1], Reply::Nil, "{kind}: RESP2 nil owner");
         }
@@ -653,12 +848,21 @@ fn waiters_fields(kind: Kind) {
             assert_eq!(what, "lock", "{what_}");
             // Queued after `sent`, looked at between before and after.
             let (lo, hi) = (before_ms - sent_ms[i] - 1, after_ms - sent_ms[i] + 1);
-            assert!((lo..=hi).contains(&waited), "{what_}: waited {waited}, expected {lo}..={hi}");
+            assert!(
+                (lo..=hi).contains(&waited),
+                "{what_}: waited {waited}, expected {lo}..={hi}"
+            );
             match blocks[i] {
                 None => assert_eq!(left, -1, "{what_}"),
                 Some(b) => {
-                    let (lo, hi) = (b - (after_ms - sent_ms[i]) - 1, b - (before_ms - sent_ms[i]) + 1);
-                    assert!((lo..=hi).contains(&left), "{what_}: left {left}, expected {lo}..={hi}");
+                    let (lo, hi) = (
+                        b - (after_ms - sent_ms[i]) - 1,
+                        b - (before_ms - sent_ms[i]) + 1,
+                    );
+                    assert!(
+                        (lo..=hi).contains(&left),
+                        "{what_}: left {left}, expected {lo}..={hi}"
+                    );
                 }
             }
         }
@@ -693,15 +897,50 @@ fn waiters_empty_for_any_key(kind: Kind) {
     c.cmd(&["SADD", "we:set", "a"]);
     c.cmd(&["ZADD", "we:zset", "1", "a"]);
     c.cmd(&["XADD", "we:stream", "*", "f", "v"]);
-    assert_eq!(c.cmd(&["LOCK.ACQUIRE", "we:lock", "me", "PX", "60000"]), Reply::Int(1));
+    assert_eq!(
+        c.cmd(&["LOCK.ACQUIRE", "we:lock", "me", "PX", "60000"]),
+        Reply::Int(1)
+    );
     // A queue that emptied: its waiter timed out.
     let mut w = s.client();
-    assert!(w.cmd(&["LOCK.ACQUIRE", "we:lock", "other", "PX", "60000", "BLOCK", "50"]).is_nil());
-    for key in ["we:none", "we:string", "we:hash", "we:list", "we:set", "we:zset", "we:stream", "we:lock"] {
+    assert!(
+        w.cmd(&[
+            "LOCK.ACQUIRE",
+            "we:lock",
+            "other",
+            "PX",
+            "60000",
+            "BLOCK",
+            "50"
+        ])
+        .is_nil()
+    );
+    for key in [
+        "we:none",
+        "we:string",
+        "we:hash",
+        "we:list",
+        "we:set",
+        "we:zset",
+        "we:stream",
+        "we:lock",
+    ] {
         let before = key_state(&mut c, key.as_bytes());
-        assert_eq!(c.cmd(&["LOCK.WAITERS", key]), Reply::Array(vec![]), "{kind} {key}");
-        assert_eq!(c3.cmd(&["LOCK.WAITERS", key]), Reply::Array(vec![]), "{kind} {key} RESP3");
-        assert_eq!(key_state(&mut c, key.as_bytes()), before, "{kind} {key}: unchanged");
+        assert_eq!(
+            c.cmd(&["LOCK.WAITERS", key]),
+            Reply::Array(vec![]),
+            "{kind} {key}"
+        );
+        assert_eq!(
+            c3.cmd(&["LOCK.WAITERS", key]),
+            Reply::Array(vec![]),
+            "{kind} {key} RESP3"
+        );
+        assert_eq!(
+            key_state(&mut c, key.as_bytes()),
+            before,
+            "{kind} {key}: unchanged"
+        );
     }
     // Arity.
     assert!(c.cmd(&["LOCK.WAITERS"]).is_error());
@@ -715,17 +954,39 @@ fn waiters_on_a_replica(kind: Kind) {
     let r = Server::start(kind);
     r.replica_of(&p);
     let mut c = p.client();
-    assert_eq!(c.cmd(&["LOCK.ACQUIRE", "wr:k", "me", "PX", "60000"]), Reply::Int(1));
+    assert_eq!(
+        c.cmd(&["LOCK.ACQUIRE", "wr:k", "me", "PX", "60000"]),
+        Reply::Int(1)
+    );
     let mut w = p.client();
     w.send(&["LOCK.ACQUIRE", "wr:k", "next", "PX", "60000", "BLOCK", "0"]);
     wait_queued(&p, 1);
     assert_eq!(c.cmd(&["WAIT", "1", "5000"]), Reply::Int(1));
-    assert_eq!(c.cmd(&["LOCK.WAITERS", "wr:k"]).as_array().len(), 1, "{kind}: primary");
+    assert_eq!(
+        c.cmd(&["LOCK.WAITERS", "wr:k"]).as_array().len(),
+        1,
+        "{kind}: primary"
+    );
     let mut rc = r.client();
-    assert_eq!(rc.cmd(&["EXISTS", "wr:k"]), Reply::Int(1), "{kind}: replicated");
-    assert_eq!(rc.cmd(&["LOCK.WAITERS", "wr:k"]), Reply::Array(vec![]), "{kind}: replica");
-    assert_eq!(rc.cmd(&["LOCK.WAITERS", "wr:none"]), Reply::Array(vec![]), "{kind}: replica");
-    assert_eq!(r.client_resp3().cmd(&["LOCK.WAITERS", "wr:k"]), Reply::Array(vec![]));
+    assert_eq!(
+        rc.cmd(&["EXISTS", "wr:k"]),
+        Reply::Int(1),
+        "{kind}: replicated"
+    );
+    assert_eq!(
+        rc.cmd(&["LOCK.WAITERS", "wr:k"]),
+        Reply::Array(vec![]),
+        "{kind}: replica"
+    );
+    assert_eq!(
+        rc.cmd(&["LOCK.WAITERS", "wr:none"]),
+        Reply::Array(vec![]),
+        "{kind}: replica"
+    );
+    assert_eq!(
+        r.client_resp3().cmd(&["LOCK.WAITERS", "wr:k"]),
+        Reply::Array(vec![])
+    );
 }
 
 // ---- metrics -----------------------------------------------------------------
@@ -760,7 +1021,14 @@ fn wait_and_hold_metrics(kind: Kind) {
         let f = p.family;
         let mut c = s.client();
         ok(c.cmd(&["CONFIG", "RESETSTAT"]));
-        for name in ["wait_samples", "hold_samples", "granted_immediately", "wait_timeouts", "wait_max_us", "hold_max_us"] {
+        for name in [
+            "wait_samples",
+            "hold_samples",
+            "granted_immediately",
+            "wait_timeouts",
+            "wait_max_us",
+            "hold_max_us",
+        ] {
             assert_eq!(metric(&s, f, name), 0, "{kind} {f}: {name} after RESETSTAT");
         }
         let key = format!("m:{f}");
@@ -778,7 +1046,10 @@ fn wait_and_hold_metrics(kind: Kind) {
         wait_queued(&s, 2);
         // A third waiter gives up after 100 ms: a timeout, not a wait sample.
         let mut t = s.client();
-        assert!(t.cmd(&(p.take)(&key, "t", 60000, Some(100))).is_nil(), "{kind} {f}: timed out");
+        assert!(
+            t.cmd(&(p.take)(&key, "t", 60000, Some(100))).is_nil(),
+            "{kind} {f}: timed out"
+        );
         sleep_until_server(&mut c, b0 + 200_000);
         send_timed(&mut a, &(p.give)(&key, "a"));
         let a_rel = read_timed(&mut a);
@@ -802,28 +1073,84 @@ fn wait_and_hold_metrics(kind: Kind) {
         assert_eq!(metric(&s, f, "wait_samples"), 2, "{}", what("wait samples"));
         assert_eq!(metric(&s, f, "wait_timeouts"), 1, "{}", what("timeouts"));
         // a and e at once; b and d waited.
-        assert_eq!(metric(&s, f, "granted_immediately"), 2, "{}", what("immediate grants"));
+        assert_eq!(
+            metric(&s, f, "granted_immediately"),
+            2,
+            "{}",
+            what("immediate grants")
+        );
         // Of two samples, p50 is the smaller, p99 and p999 the larger.
-        within_bucket(metric(&s, f, "wait_p50_us"), wait_b.0, wait_b.1, &what("wait p50"));
-        within_bucket(metric(&s, f, "wait_p99_us"), wait_d.0, wait_d.1, &what("wait p99"));
-        within_bucket(metric(&s, f, "wait_p999_us"), wait_d.0, wait_d.1, &what("wait p999"));
+        within_bucket(
+            metric(&s, f, "wait_p50_us"),
+            wait_b.0,
+            wait_b.1,
+            &what("wait p50"),
+        );
+        within_bucket(
+            metric(&s, f, "wait_p99_us"),
+            wait_d.0,
+            wait_d.1,
+            &what("wait p99"),
+        );
+        within_bucket(
+            metric(&s, f, "wait_p999_us"),
+            wait_d.0,
+            wait_d.1,
+            &what("wait p999"),
+        );
         let max = metric(&s, f, "wait_max_us");
-        assert!((wait_d.0 - 1000..=wait_d.1 + 1000).contains(&max), "{}: {max} not in {wait_d:?}", what("wait max (exact)"));
-        assert!(metric(&s, f, "wait_p99_us") <= max, "{}", what("p99 <= max"));
+        assert!(
+            (wait_d.0 - 1000..=wait_d.1 + 1000).contains(&max),
+            "{}: {max} not in {wait_d:?}",
+            what("wait max (exact)")
+        );
+        assert!(
+            metric(&s, f, "wait_p99_us") <= max,
+            "{}",
+            what("p99 <= max")
+        );
 
         // Holds: a's (a0..r), b's ~300 ms, d's (short); e still holds.
-        let hold_a = (a_rel.sent_us - a_took.answered_us, a_rel.answered_us - a_took.sent_us);
-        let hold_b = (b_rel.sent_us - a_rel.answered_us, b_rel.answered_us - a_rel.sent_us);
-        let hold_d = (d_rel.sent_us - b_rel.answered_us, d_rel.answered_us - b_rel.sent_us);
+        let hold_a = (
+            a_rel.sent_us - a_took.answered_us,
+            a_rel.answered_us - a_took.sent_us,
+        );
+        let hold_b = (
+            b_rel.sent_us - a_rel.answered_us,
+            b_rel.answered_us - a_rel.sent_us,
+        );
+        let hold_d = (
+            d_rel.sent_us - b_rel.answered_us,
+            d_rel.answered_us - b_rel.sent_us,
+        );
         assert_eq!(metric(&s, f, "hold_samples"), 3, "{}", what("hold samples"));
         let mut holds = [hold_a, hold_b, hold_d];
         holds.sort();
         // Ranks of 3 samples: p50 -> 2nd, p99 and p999 -> 3rd.
-        within_bucket(metric(&s, f, "hold_p50_us"), holds[1].0, holds[1].1, &what("hold p50"));
-        within_bucket(metric(&s, f, "hold_p99_us"), holds[2].0, holds[2].1, &what("hold p99"));
-        within_bucket(metric(&s, f, "hold_p999_us"), holds[2].0, holds[2].1, &what("hold p999"));
+        within_bucket(
+            metric(&s, f, "hold_p50_us"),
+            holds[1].0,
+            holds[1].1,
+            &what("hold p50"),
+        );
+        within_bucket(
+            metric(&s, f, "hold_p99_us"),
+            holds[2].0,
+            holds[2].1,
+            &what("hold p99"),
+        );
+        within_bucket(
+            metric(&s, f, "hold_p999_us"),
+            holds[2].0,
+            holds[2].1,
+            &what("hold p999"),
+        );
         let max = metric(&s, f, "hold_max_us");
-        assert!((holds[2].0 - 1000..=holds[2].1 + 1000).contains(&max), "{}: {max}", what("hold max"));
+        assert!(
+            (holds[2].0 - 1000..=holds[2].1 + 1000).contains(&max),
+            "{}: {max}",
+            what("hold max")
+        );
         eprintln!(
             "{kind} {f}: waits p50 {} p99 {} max {} µs, holds p50 {} p99 {} max {} µs",
             metric(&s, f, "wait_p50_us"),
@@ -835,8 +1162,18 @@ fn wait_and_hold_metrics(kind: Kind) {
         );
         // The other families saw nothing of it.
         for other in MEASURED.iter().filter(|o| o.family != f) {
-            assert_eq!(metric(&s, other.family, "wait_samples"), 0, "{}", what(other.family));
-            assert_eq!(metric(&s, other.family, "hold_samples"), 0, "{}", what(other.family));
+            assert_eq!(
+                metric(&s, other.family, "wait_samples"),
+                0,
+                "{}",
+                what(other.family)
+            );
+            assert_eq!(
+                metric(&s, other.family, "hold_samples"),
+                0,
+                "{}",
+                what(other.family)
+            );
         }
         // RESETSTAT: all back to 0.
         ok(c.cmd(&["CONFIG", "RESETSTAT"]));
@@ -847,7 +1184,12 @@ fn wait_and_hold_metrics(kind: Kind) {
         }
         // e's hold goes on counting after the reset.
         assert_eq!(c.cmd(&(p.give)(&key, "e")), reply_of_last_release(f));
-        assert_eq!(metric(&s, f, "hold_samples"), 1, "{}", what("a hold ended after the reset"));
+        assert_eq!(
+            metric(&s, f, "hold_samples"),
+            1,
+            "{}",
+            what("a hold ended after the reset")
+        );
     }
 }
 
@@ -890,12 +1232,28 @@ fn lapsed_hold_is_a_sample(kind: Kind) {
             );
         } else {
             std::thread::sleep(Duration::from_millis(2300));
-            assert_eq!(metric(&s, "lock", "hold_samples"), 0, "{what}: not seen yet");
-            assert_eq!(c.cmd(&["LOCK.ACQUIRE", "lh:other", "me", "PX", "60000"]), Reply::Int(1));
-            assert_eq!(metric(&s, "lock", "hold_samples"), 1, "{what}: a later grant settles it");
+            assert_eq!(
+                metric(&s, "lock", "hold_samples"),
+                0,
+                "{what}: not seen yet"
+            );
+            assert_eq!(
+                c.cmd(&["LOCK.ACQUIRE", "lh:other", "me", "PX", "60000"]),
+                Reply::Int(1)
+            );
+            assert_eq!(
+                metric(&s, "lock", "hold_samples"),
+                1,
+                "{what}: a later grant settles it"
+            );
         }
         let took = t.answered_us - t.sent_us;
-        within_bucket(metric(&s, "lock", "hold_max_us"), 199_000 - took, 201_000 + took, &format!("{what}: a 200 ms lease"));
+        within_bucket(
+            metric(&s, "lock", "hold_max_us"),
+            199_000 - took,
+            201_000 + took,
+            &format!("{what}: a 200 ms lease"),
+        );
         c.cmd(&["DEL", "lh:other"]);
     }
 }
@@ -910,7 +1268,10 @@ fn latency_events(kind: Kind) {
     let play = |c: &mut Client| {
         let mut a = s.client();
         let mut b = s.client();
-        assert_eq!(a.cmd(&["LOCK.ACQUIRE", "lat:k", "a", "PX", "60000"]), Reply::Int(1));
+        assert_eq!(
+            a.cmd(&["LOCK.ACQUIRE", "lat:k", "a", "PX", "60000"]),
+            Reply::Int(1)
+        );
         b.send(&["LOCK.ACQUIRE", "lat:k", "b", "PX", "60000", "BLOCK", "5000"]);
         wait_queued(&s, 1);
         std::thread::sleep(Duration::from_millis(200));
@@ -919,7 +1280,10 @@ fn latency_events(kind: Kind) {
         std::thread::sleep(Duration::from_millis(300));
         assert_eq!(b.cmd(&["LOCK.RELEASE", "lat:k", "b"]), Reply::Int(0));
         // Below any threshold: nothing.
-        assert_eq!(c.cmd(&["LOCK.ACQUIRE", "lat:short", "a", "PX", "60000"]), Reply::Int(1));
+        assert_eq!(
+            c.cmd(&["LOCK.ACQUIRE", "lat:short", "a", "PX", "60000"]),
+            Reply::Int(1)
+        );
         assert_eq!(c.cmd(&["LOCK.RELEASE", "lat:short", "a"]), Reply::Int(0));
     };
     let latest = |c: &mut Client| -> BTreeMap<String, (i64, i64)> {
@@ -934,19 +1298,42 @@ fn latency_events(kind: Kind) {
     };
 
     // Off (the default threshold 0): nothing recorded.
-    assert_eq!(c.cmd(&["CONFIG", "GET", "latency-monitor-threshold"]).as_array()[1].as_str(), "0");
+    assert_eq!(
+        c.cmd(&["CONFIG", "GET", "latency-monitor-threshold"])
+            .as_array()[1]
+            .as_str(),
+        "0"
+    );
     play(&mut c);
     let l = latest(&mut c);
-    assert!(!l.contains_key("lock-wait") && !l.contains_key("lock-hold"), "{kind}: monitor off: {l:?}");
-    assert_eq!(c.cmd(&["LATENCY", "HISTORY", "lock-wait"]), Reply::Array(vec![]));
+    assert!(
+        !l.contains_key("lock-wait") && !l.contains_key("lock-hold"),
+        "{kind}: monitor off: {l:?}"
+    );
+    assert_eq!(
+        c.cmd(&["LATENCY", "HISTORY", "lock-wait"]),
+        Reply::Array(vec![])
+    );
 
     ok(c.cmd(&["CONFIG", "SET", "latency-monitor-threshold", "100"]));
     play(&mut c);
     let l = latest(&mut c);
-    let (wait_latest, _) = l.get("lock-wait").copied().unwrap_or_else(|| panic!("{kind}: no lock-wait in {l:?}"));
-    let (hold_latest, hold_max) = l.get("lock-hold").copied().unwrap_or_else(|| panic!("{kind}: no lock-hold in {l:?}"));
-    assert!((195..=400).contains(&wait_latest), "{kind}: lock-wait {wait_latest} ms");
-    assert!((295..=600).contains(&hold_latest), "{kind}: lock-hold {hold_latest} ms");
+    let (wait_latest, _) = l
+        .get("lock-wait")
+        .copied()
+        .unwrap_or_else(|| panic!("{kind}: no lock-wait in {l:?}"));
+    let (hold_latest, hold_max) = l
+        .get("lock-hold")
+        .copied()
+        .unwrap_or_else(|| panic!("{kind}: no lock-hold in {l:?}"));
+    assert!(
+        (195..=400).contains(&wait_latest),
+        "{kind}: lock-wait {wait_latest} ms"
+    );
+    assert!(
+        (295..=600).contains(&hold_latest),
+        "{kind}: lock-hold {hold_latest} ms"
+    );
     assert!(hold_max >= hold_latest);
     // a's hold (~200 ms, the wait) is over the threshold too; the short hold
     // is not: every history entry is over 100 ms.
@@ -955,7 +1342,10 @@ fn latency_events(kind: Kind) {
         assert!(!h.as_array().is_empty(), "{kind}: {event}: {h:?}");
         for e in h.as_array() {
             let ms = e.as_array()[1].as_int();
-            assert!(ms >= 100, "{kind}: {event} history {ms} ms under the threshold");
+            assert!(
+                ms >= 100,
+                "{kind}: {event} history {ms} ms under the threshold"
+            );
         }
     }
     // Threshold back to 0 and reset: nothing new.
@@ -963,7 +1353,10 @@ fn latency_events(kind: Kind) {
     c.cmd(&["LATENCY", "RESET"]);
     play(&mut c);
     let l = latest(&mut c);
-    assert!(!l.contains_key("lock-wait") && !l.contains_key("lock-hold"), "{kind}: off again: {l:?}");
+    assert!(
+        !l.contains_key("lock-wait") && !l.contains_key("lock-hold"),
+        "{kind}: off again: {l:?}"
+    );
 }
 
 // ---- the Prometheus collector and the Grafana dashboard ---------------------
@@ -990,10 +1383,16 @@ fn run_collector(c: &mut Client) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     for kv in flat.chunks_exact(2) {
         // Both strings (bulk), as redis_exporter's StringMap needs.
-        assert!(matches!(kv[0], Reply::Bulk(_)) && matches!(kv[1], Reply::Bulk(_)), "{kv:?}");
+        assert!(
+            matches!(kv[0], Reply::Bulk(_)) && matches!(kv[1], Reply::Bulk(_)),
+            "{kv:?}"
+        );
         let v = kv[1].as_str().to_string();
         assert!(v.parse::<f64>().is_ok(), "{kv:?}: not a number");
-        assert!(out.insert(kv[0].as_str().to_string(), v).is_none(), "{kv:?} twice");
+        assert!(
+            out.insert(kv[0].as_str().to_string(), v).is_none(),
+            "{kv:?} twice"
+        );
     }
     out
 }
@@ -1006,7 +1405,10 @@ fn collector_returns_info_lock(kind: Kind) {
     let mut c = s.client();
     // Something to count: a held lock, a waiter, a tie.
     let mut tied = s.client();
-    assert_eq!(tied.cmd(&["LOCK.ACQUIRE", "co:k", "me", "PX", "60000", "KEEPALIVE"]), Reply::Int(1));
+    assert_eq!(
+        tied.cmd(&["LOCK.ACQUIRE", "co:k", "me", "PX", "60000", "KEEPALIVE"]),
+        Reply::Int(1)
+    );
     let mut w = s.client();
     w.send(&["LOCK.ACQUIRE", "co:k", "next", "PX", "60000", "BLOCK", "0"]);
     wait_queued(&s, 1);
@@ -1036,11 +1438,19 @@ fn collector_returns_info_lock(kind: Kind) {
     // RESP3: the same flat array.
     let mut c3 = s.client_resp3();
     let r3 = run_collector(&mut c3);
-    assert_eq!(r3.keys().collect::<Vec<_>>(), got.keys().collect::<Vec<_>>(), "{kind}: RESP3");
+    assert_eq!(
+        r3.keys().collect::<Vec<_>>(),
+        got.keys().collect::<Vec<_>>(),
+        "{kind}: RESP3"
+    );
 
     // An eviction warning: flagged.
     ok(c.cmd(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]));
-    assert_eq!(run_collector(&mut c)["lock_warning_eviction"], "1", "{kind}");
+    assert_eq!(
+        run_collector(&mut c)["lock_warning_eviction"],
+        "1",
+        "{kind}"
+    );
     ok(c.cmd(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]));
 
     // A replica (read-only): it runs there.
@@ -1053,10 +1463,11 @@ fn collector_returns_info_lock(kind: Kind) {
     // No module: says so, and nothing else.
     let bare = Server::builder(kind).no_module().start();
     let got = run_collector(&mut bare.client());
-    let want: BTreeMap<String, String> = [("lock_module_loaded", "0"), ("lock_warning_eviction", "0")]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
+    let want: BTreeMap<String, String> =
+        [("lock_module_loaded", "0"), ("lock_warning_eviction", "0")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
     assert_eq!(got, want, "{kind}: without the module");
 }
 
@@ -1130,7 +1541,10 @@ fn real_exporter_scrapes_the_collector(kind: Kind) {
     ok(c.cmd(&["CONFIG", "SET", "latency-monitor-threshold", "50"]));
     // A wait of ~100 ms, a hold of ~150 ms, a waiter left queued.
     let mut a = s.client();
-    assert_eq!(a.cmd(&["LOCK.ACQUIRE", "ex:k", "a", "PX", "60000"]), Reply::Int(1));
+    assert_eq!(
+        a.cmd(&["LOCK.ACQUIRE", "ex:k", "a", "PX", "60000"]),
+        Reply::Int(1)
+    );
     let mut b = s.client();
     b.send(&["LOCK.ACQUIRE", "ex:k", "b", "PX", "60000", "BLOCK", "5000"]);
     wait_queued(&s, 1);
@@ -1172,7 +1586,10 @@ fn real_exporter_scrapes_the_collector(kind: Kind) {
         if let Some(mut e) = exporter.0.stderr.take() {
             let _ = e.read_to_string(&mut err);
         }
-        panic!("{kind}: no redis_script_values scraped from {} within 20 s:\n{err}", bin.display());
+        panic!(
+            "{kind}: no redis_script_values scraped from {} within 20 s:\n{err}",
+            bin.display()
+        );
     };
     let values = script_values(&body);
     let direct = run_collector(&mut c);
@@ -1186,8 +1603,14 @@ fn real_exporter_scrapes_the_collector(kind: Kind) {
     assert_eq!(values["lock_lock_wait_samples"], 1.0);
     assert_eq!(values["lock_lock_hold_samples"], 1.0, "{kind}: a's hold");
     let p99 = values["lock_lock_wait_p99_us"];
-    assert!((90_000.0..=400_000.0).contains(&p99), "{kind}: wait p99 {p99} µs");
-    assert!(body.contains("redis_latency_spike_duration_seconds{event_name=\"lock-wait\"}"), "{kind}: {body}");
+    assert!(
+        (90_000.0..=400_000.0).contains(&p99),
+        "{kind}: wait p99 {p99} µs"
+    );
+    assert!(
+        body.contains("redis_latency_spike_duration_seconds{event_name=\"lock-wait\"}"),
+        "{kind}: {body}"
+    );
     eprintln!(
         "{kind}: {} scraped {} redis_script_values series, e.g. lock_lock_wait_p99_us {p99}",
         bin.display(),
@@ -1202,7 +1625,8 @@ fn real_exporter_scrapes_the_collector(kind: Kind) {
 fn grafana_dashboard_uses_the_collectors_series() {
     let path = repo_file("docs/observability/grafana-hashlock.json");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let d: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: invalid JSON: {e}", path.display()));
+    let d: serde_json::Value = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("{}: invalid JSON: {e}", path.display()));
     assert!(d["title"].as_str().is_some_and(|t| t.contains("hashlock")));
     assert!(d["uid"].as_str().is_some());
     assert!(d["schemaVersion"].as_i64().is_some());
@@ -1218,10 +1642,14 @@ fn grafana_dashboard_uses_the_collectors_series() {
         if p["type"] == "row" {
             continue;
         }
-        let targets = p["targets"].as_array().unwrap_or_else(|| panic!("panel {title}: no targets"));
+        let targets = p["targets"]
+            .as_array()
+            .unwrap_or_else(|| panic!("panel {title}: no targets"));
         assert!(!targets.is_empty(), "panel {title}: no targets");
         for t in targets {
-            let expr = t["expr"].as_str().unwrap_or_else(|| panic!("panel {title}: target without expr"));
+            let expr = t["expr"]
+                .as_str()
+                .unwrap_or_else(|| panic!("panel {title}: target without expr"));
             // Each key="..." or key=~"..." selector names collector series.
             for sel in expr.split("key=").skip(1) {
                 let (regex, rest) = match sel.strip_prefix('~') {
@@ -1231,9 +1659,18 @@ fn grafana_dashboard_uses_the_collectors_series() {
                 let pat = rest.trim_start_matches('"').split('"').next().unwrap();
                 let matched: Vec<&String> = series
                     .keys()
-                    .filter(|k| if regex { regex_lite_match(pat, k) } else { *k == pat })
+                    .filter(|k| {
+                        if regex {
+                            regex_lite_match(pat, k)
+                        } else {
+                            *k == pat
+                        }
+                    })
                     .collect();
-                assert!(!matched.is_empty(), "panel {title}: `{pat}` matches no series of the collector");
+                assert!(
+                    !matched.is_empty(),
+                    "panel {title}: `{pat}` matches no series of the collector"
+                );
                 used.extend(matched.into_iter().cloned());
             }
             assert!(
@@ -1257,7 +1694,10 @@ fn grafana_dashboard_uses_the_collectors_series() {
         ("keepalive ties", "lock_tied"),
         ("keepalive releases", "lock_keepalive_released"),
     ] {
-        assert!(used.contains(key), "the dashboard shows no {what} ({key}); panels: {titles:?}");
+        assert!(
+            used.contains(key),
+            "the dashboard shows no {what} ({key}); panels: {titles:?}"
+        );
     }
 }
 
@@ -1266,12 +1706,15 @@ fn grafana_dashboard_uses_the_collectors_series() {
 #[test]
 fn readme_names_every_info_lock_field() {
     let readme = std::fs::read_to_string(repo_file("README.md")).expect("README.md");
-    let start = readme.find("\n## Observing locks").expect("README has \"## Observing locks\"");
+    let start = readme
+        .find("\n## Observing locks")
+        .expect("README has \"## Observing locks\"");
     let rest = &readme[start + 1..];
     let section = &rest[..rest[3..].find("\n## ").map_or(rest.len(), |i| i + 3)];
     let s = Server::start(Kind::Redis);
     // The warnings section too.
-    ok(s.client().cmd(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]));
+    ok(s.client()
+        .cmd(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]));
     let info = s.info("lock");
     let fields: Vec<&str> = info
         .lines()
@@ -1282,17 +1725,26 @@ fn readme_names_every_info_lock_field() {
     assert!(fields.contains(&"lock_eviction"), "{info}");
     let mut missing = Vec::new();
     for f in fields {
-        let generic = ["lock", "rwlock", "semaphore", "latch"].iter().find_map(|p| {
-            f.strip_prefix(&format!("lock_{p}_"))
-                .filter(|rest| rest.starts_with("wait_") || rest.starts_with("hold_") || *rest == "granted_immediately")
-                .map(|rest| format!("`lock_<p>_{rest}`"))
-        });
+        let generic = ["lock", "rwlock", "semaphore", "latch"]
+            .iter()
+            .find_map(|p| {
+                f.strip_prefix(&format!("lock_{p}_"))
+                    .filter(|rest| {
+                        rest.starts_with("wait_")
+                            || rest.starts_with("hold_")
+                            || *rest == "granted_immediately"
+                    })
+                    .map(|rest| format!("`lock_<p>_{rest}`"))
+            });
         let named = section.contains(&format!("`{f}`"));
         if !named && !generic.is_some_and(|g| section.contains(&g)) {
             missing.push(f);
         }
     }
-    assert!(missing.is_empty(), "README \"Observing locks\" does not name {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "README \"Observing locks\" does not name {missing:?}"
+    );
 }
 
 /// The small regular expressions the dashboard uses (anchored, as

@@ -85,7 +85,9 @@ pub fn run_session(session: &Session, port: u16) -> Result<(), String> {
                     }
                 }
             }
-            StepKind::LateReply { reply } if term.waiting.is_none() && term.subscribed.is_some() => {
+            StepKind::LateReply { reply }
+                if term.waiting.is_none() && term.subscribed.is_some() =>
+            {
                 messages(term, reply).map_err(at)?;
             }
             StepKind::LateReply { reply } => {
@@ -179,14 +181,20 @@ fn subscribe(
 /// Messages shown on a subscribed terminal: read until as many lines have
 /// been printed as the README shows.
 fn messages(term: &mut Terminal, shown: &[String]) -> Result<(), String> {
-    let client = term.client.as_mut().expect("a subscribed terminal has a connection");
+    let client = term
+        .client
+        .as_mut()
+        .expect("a subscribed terminal has a connection");
     let mut got = Vec::new();
     while got.len() < shown.len() {
         let Some(m) = client.try_read_reply(REPLY_WAIT) else {
             return Err(format!(
                 "the README shows\n{}\nbut only this arrived within {REPLY_WAIT:?}:\n{}",
                 shown.join("\n"),
-                got.iter().map(|l: &Line| l.text.as_str()).collect::<Vec<_>>().join("\n")
+                got.iter()
+                    .map(|l: &Line| l.text.as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n")
             ));
         };
         got.extend(render(&m, b"message"));
