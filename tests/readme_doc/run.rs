@@ -66,6 +66,19 @@ pub fn run_session(session: &Session, port: u16) -> Result<(), String> {
                 let args = substitute(args, &uuids);
                 let client = term.client.get_or_insert_with(|| Client::connect(port));
                 client.send(&args);
+                if args[0].eq_ignore_ascii_case(b"QUIT") {
+                    // An interactive redis-cli (7.0.15) prints nothing for
+                    // QUIT and exits: the server's +OK is read and dropped,
+                    // and the connection closes.
+                    if let Some(shown) = reply {
+                        return Err(at(format!(
+                            "redis-cli prints nothing for QUIT, the README shows {shown:?}"
+                        )));
+                    }
+                    let _ = client.try_read_reply(REPLY_WAIT);
+                    term.client = None;
+                    continue;
+                }
                 match reply {
                     Some(shown) => {
                         let got = client.try_read_reply(REPLY_WAIT).ok_or_else(|| {

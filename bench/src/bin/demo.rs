@@ -1,12 +1,15 @@
-//! `make demo`: the overselling example from the seed documents (库存超卖),
-//! made real against a live server with hashlock loaded.
+//! `make demo`: the overselling example (库存超卖), live against a server
+//! with hashlock loaded.
 //!
 //! 1. 20 buyers × 50 attempts on a stock of 100, read-modify-write with no
 //!    lock: GET stock → if > 0, SET stock − 1. It oversells.
 //! 2. The same with hashlock (LOCK.ACQUIRE … BLOCK around it): exactly 100.
-//! 3. A buyer process takes the lock and is killed (SIGKILL) without
-//!    releasing; the next buyer, queued with BLOCK, is served at the lease
-//!    deadline.
+//! 3. A buyer process takes the lock with a plain lease and is killed
+//!    (SIGKILL) without releasing; the next buyer, queued with BLOCK, is
+//!    served at the lease deadline.
+//! 4. The same with KEEPALIVE: the lock is tied to the dead buyer's
+//!    connection, and the queued buyer has it as soon as the kernel closes
+//!    that connection (well under a millisecond after the kill here).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, IsTerminal};
@@ -71,7 +74,7 @@ async fn demo(port: u16, kind: Kind, version: &str) -> Result<()> {
         "{}",
         paint(
             BOLD,
-            "hashlock demo — overselling (库存超卖), from the seed documents"
+            "hashlock demo — overselling (库存超卖): no lock, hashlock, and a buyer that dies holding the lock"
         )
     );
     println!(
@@ -187,8 +190,9 @@ async fn demo(port: u16, kind: Kind, version: &str) -> Result<()> {
     }
     println!();
 
-    // 3. A buyer dies holding the lock.
-    crash_demo(port, &mut admin).await
+    // 3. A buyer dies holding the lock: a plain lease, then KEEPALIVE.
+    crash_demo(port, &mut admin).await?;
+    keepalive_crash_demo(port, &mut admin).await
 }
 
 async fn reset_stock(admin: &mut MultiplexedConnection) -> Result<()> {
@@ -228,7 +232,7 @@ async fn run_buyers(port: u16, locked: bool) -> Result<Vec<Sale>> {
                     expect_int(&v, 1, "LOCK.ACQUIRE")?;
                     record(&mut waits.borrow_mut(), t.elapsed());
                 }
-                // The seed's business logic, unchanged: check, deduct, write.
+                // The business logic, unchanged: check, deduct, write.
                 let stock: i64 = redis::cmd("GET").arg(STOCK_KEY).query_async(c).await?;
                 if stock > 0 {
                     let v = conn::call(c, redis::cmd("SET").arg(STOCK_KEY).arg(stock - 1)).await?;
@@ -326,7 +330,9 @@ async fn crash_demo(port: u16, admin: &mut MultiplexedConnection) -> Result<()> 
         "{}",
         paint(
             BOLD,
-            &format!("3. A buyer dies while holding the lock (lease {CRASH_LEASE_MS} ms)")
+            &format!(
+                "3. A buyer dies while holding the lock with a plain lease ({CRASH_LEASE_MS} ms)"
+            )
         )
     );
     let exe = std::env::current_exe().context("finding the demo binary")?;
@@ -429,6 +435,97 @@ async fn crash_demo(port: u16, admin: &mut MultiplexedConnection) -> Result<()> 
     )
     .await?;
     expect_int(&v, 0, "LOCK.RELEASE")?;
+    println!();
+    Ok(())
+}
+
+/// 4. The buyer that dies holds a KEEPALIVE lock: queued first, the next
+/// buyer is handed the lock as soon as the dead buyer's connection closes.
+async fn keepalive_crash_demo(port: u16, admin: &mut MultiplexedConnection) -> Result<()> {
+    println!(
+        "{}",
+        paint(
+            BOLD,
+            &format!(
+                "4. A buyer dies while holding a KEEPALIVE lock (lease {CRASH_LEASE_MS} ms, tied to its connection)"
+            )
+        )
+    );
+    let exe = std::env::current_exe().context("finding the demo binary")?;
+    let mut child = Command::new(exe)
+        .args([
+            "--hold-and-wait",
+            &port.to_string(),
+            LOCK_KEY,
+            "buyer-tied",
+            &CRASH_LEASE_MS.to_string(),
+            "KEEPALIVE",
+        ])
+        .stdout(Stdio::piped())
+        .stdin(Stdio::null())
+        .spawn()
+        .context("starting the buyer process")?;
+    let pid = child.id();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().context("buyer process stdout")?)
+        .read_line(&mut line)
+        .context("reading the buyer process")?;
+    if line.trim() != "1" {
+        let _ = child.kill();
+        bail!("the buyer process could not take the lock: {line:?}");
+    }
+    println!(
+        "   buyer-tied (pid {pid}): LOCK.ACQUIRE {LOCK_KEY} buyer-tied PX {CRASH_LEASE_MS} KEEPALIVE → 1 (holds the lock)"
+    );
+    let mut waiter = conn::connect(port).await?;
+    let mut acquire = redis::cmd("LOCK.ACQUIRE");
+    acquire
+        .arg(LOCK_KEY)
+        .arg("buyer-22")
+        .arg("PX")
+        .arg(5000)
+        .arg("BLOCK")
+        .arg(10_000);
+    let mut blocked = waiter.clone();
+    let served = tokio::spawn(async move {
+        let r = conn::call(&mut blocked, &acquire).await;
+        (r, Instant::now())
+    });
+    // Queued before the kill, so the hand-on itself is what is timed.
+    loop {
+        let info: Value = redis::cmd("LOCK.INFO")
+            .arg(LOCK_KEY)
+            .query_async(admin)
+            .await?;
+        if describe_info(&info, Duration::ZERO).contains(" 1 waiter(s)") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    println!(
+        "   buyer-22: LOCK.ACQUIRE {LOCK_KEY} buyer-22 PX 5000 BLOCK 10000 … queued in the server"
+    );
+    let killed = Instant::now();
+    child.kill().context("killing the buyer process")?;
+    let _ = child.wait();
+    println!(
+        "   {} kill -9 {pid}: nobody released the lock, but the kernel closes the dead buyer's connection",
+        paint(RED, "✗")
+    );
+    let (reply, at) = served.await.context("the waiting buyer")?;
+    expect_int(&reply?, 1, "LOCK.ACQUIRE ... BLOCK")?;
+    println!(
+        "   {} buyer-22 got the lock {} after the kill, not at the lease deadline {CRASH_LEASE_MS} ms later: \
+         the server released it the moment the tied connection closed",
+        paint(GREEN, "✓"),
+        fmt_duration(at.saturating_duration_since(killed))
+    );
+    let v = conn::call(
+        &mut waiter,
+        redis::cmd("LOCK.RELEASE").arg(LOCK_KEY).arg("buyer-22"),
+    )
+    .await?;
+    expect_int(&v, 0, "LOCK.RELEASE")?;
     println!("\ndone.");
     Ok(())
 }
@@ -461,18 +558,24 @@ fn describe_info(info: &Value, waited: Duration) -> String {
 
 /// The dying buyer: takes the lock, says so on stdout, waits to be killed.
 fn hold_and_wait(args: &[String]) -> Result<()> {
-    let [port, key, owner, lease] = args else {
-        bail!("usage: demo --hold-and-wait PORT KEY OWNER LEASE_MS");
+    let (port, key, owner, lease, keepalive) = match args {
+        [port, key, owner, lease] => (port, key, owner, lease, false),
+        [port, key, owner, lease, k] if k == "KEEPALIVE" => (port, key, owner, lease, true),
+        _ => bail!("usage: demo --hold-and-wait PORT KEY OWNER LEASE_MS [KEEPALIVE]"),
     };
     let port: u16 = port.parse().context("port")?;
     let mut c = testkit::Client::connect(port);
-    let r = c.cmd(&[
+    let mut cmd = vec![
         "LOCK.ACQUIRE",
         key.as_str(),
         owner.as_str(),
         "PX",
         lease.as_str(),
-    ]);
+    ];
+    if keepalive {
+        cmd.push("KEEPALIVE");
+    }
+    let r = c.cmd(&cmd);
     println!(
         "{}",
         if r.is_nil() {

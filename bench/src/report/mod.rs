@@ -9,7 +9,7 @@ mod targets;
 use std::fmt::Write as _;
 use std::time::{Duration, UNIX_EPOCH};
 
-pub use readme::readme_section;
+pub use readme::{apply_regions, readme_regions, readme_section};
 pub use targets::{Target, Verdict, targets};
 
 use crate::plan::{Mode, Workload};
@@ -203,6 +203,9 @@ pub fn markdown(r: &Results, svg_name: Option<&str>) -> String {
     }
     if r.ran.contains(&Workload::B10) {
         b10_section(&mut s, r);
+    }
+    if r.ran.contains(&Workload::B11) {
+        b11_section(&mut s, r);
     }
     notes(&mut s);
     s
@@ -717,6 +720,72 @@ fn b10_section(s: &mut String, r: &Results) {
     );
 }
 
+fn b11_section(s: &mut String, r: &Results) {
+    if r.b11.is_empty() {
+        return;
+    }
+    let before = r.b11.iter().find_map(|x| x.before.clone());
+    let _ = writeln!(
+        s,
+        "## B11 — the client libraries\n\nEach library's default `Lock` (KEEPALIVE, blocking acquire) doing acquire + release in a loop on one client \
+         ({} each, after 50 pairs of warm-up), against this run's server: pairs per second, and the connections the server accepted meanwhile \
+         per 1000 acquisitions (counted by the driver on its own client). Drivers: `bench/clients/pairs.py`, `pairs.js`, `pairs.rs`; \
+         they run as this benchmark's children, so on its client CPU when it pins.{}\n",
+        fmt_duration(r.plan.b11_each),
+        match &before {
+            Some(rev) => format!(
+                " \"before\": the same drivers on the libraries of `{rev}` (`--clients-before {rev}`), taking turns with this checkout's."
+            ),
+            None => String::new(),
+        }
+    );
+    if before.is_some() {
+        let _ = writeln!(
+            s,
+            "| library | pairs/s before | new connections per 1000 acquisitions before | pairs/s | new connections per 1000 acquisitions | pairs/s ratio |\n|---|---:|---:|---:|---:|---:|"
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "| library | pairs/s | new connections per 1000 acquisitions |\n|---|---:|---:|"
+        );
+    }
+    let cell = |m: Option<&Result<crate::workloads::b11::Measured, String>>| match m {
+        Some(Ok(m)) => (
+            fmt_count(m.pairs_per_sec()),
+            format!("{:.1}", m.connections_per_1000()),
+        ),
+        Some(Err(e)) => (format!("not run: {e}"), String::new()),
+        None => ("—".into(), String::new()),
+    };
+    for lib in crate::workloads::b11::Library::ALL {
+        let now = r
+            .b11
+            .iter()
+            .find(|x| x.library == lib && x.before.is_none())
+            .map(|x| &x.outcome);
+        let then = r
+            .b11
+            .iter()
+            .find(|x| x.library == lib && x.before.is_some())
+            .map(|x| &x.outcome);
+        let (p, c) = cell(now);
+        if before.is_some() {
+            let (bp, bc) = cell(then);
+            let ratio = match (now, then) {
+                (Some(Ok(a)), Some(Ok(b))) => {
+                    fmt_ratio(ratio(a.pairs_per_sec(), b.pairs_per_sec()))
+                }
+                _ => String::new(),
+            };
+            let _ = writeln!(s, "| {} | {bp} | {bc} | {p} | {c} | {ratio} |", lib.label());
+        } else {
+            let _ = writeln!(s, "| {} | {p} | {c} |", lib.label());
+        }
+    }
+    let _ = writeln!(s);
+}
+
 fn notes(s: &mut String) {
     let _ = writeln!(
         s,
@@ -809,6 +878,21 @@ pub fn missing_rows(r: &Results) -> Vec<String> {
         .is_none_or(|o| o.keys == 0 || o.probe.rtt.is_empty())
     {
         missing.push("B10".into());
+    }
+    // The Rust libraries always run (they are in this binary); Python and
+    // Node.js need their environments (make bench prepares them).
+    for lib in [
+        crate::workloads::b11::Library::RustSync,
+        crate::workloads::b11::Library::RustTokio,
+    ] {
+        if r.ran.contains(&Workload::B11)
+            && !r
+                .b11
+                .iter()
+                .any(|x| x.library == lib && x.before.is_none() && x.outcome.is_ok())
+        {
+            missing.push(format!("B11 {}", lib.label()));
+        }
     }
     if p.mode == Mode::Smoke && targets(r).iter().any(|t| t.verdict == Verdict::NotRun) {
         missing.push("a target could not be evaluated".into());

@@ -1,5 +1,7 @@
-//! The README's "Performance" section, generated from a run (the lead
-//! engineer pastes it into README.md).
+//! The README's generated tables: `make bench` writes them into README.md
+//! between its `<!-- bench:begin NAME -->` and `<!-- bench:end NAME -->`
+//! markers (`--readme`), so every benchmark figure in the README comes from
+//! one run and the prose cites these tables instead of restating numbers.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -12,11 +14,52 @@ use crate::workloads::b6::Writer;
 use crate::workloads::contender::Waiter;
 use crate::workloads::pairs::Pairs;
 
-/// The README's "Performance" section, from this run.
+/// The README's "Performance" section, from this run (heading and the
+/// generated regions; docs/BENCHMARKS.md carries it too).
 pub fn readme_section(r: &Results) -> String {
+    let mut s = String::from("## Performance\n\n");
+    for (name, text) in readme_regions(r) {
+        let _ = writeln!(
+            s,
+            "<!-- bench:begin {name} -->\n{text}<!-- bench:end {name} -->\n"
+        );
+    }
+    s
+}
+
+/// Every generated region of the README: (marker name, markdown).
+pub fn readme_regions(r: &Results) -> Vec<(&'static str, String)> {
+    vec![
+        ("performance", performance_table(r)),
+        ("clients", clients_table(r)),
+        ("targets", missed_targets(r)),
+    ]
+}
+
+/// `readme` with each region's text between its markers. Every region must
+/// have its markers, once.
+pub fn apply_regions(readme: &str, regions: &[(&'static str, String)]) -> Result<String, String> {
+    let mut out = readme.to_string();
+    for (name, text) in regions {
+        let begin = format!("<!-- bench:begin {name} -->");
+        let end = format!("<!-- bench:end {name} -->");
+        let (Some(b), Some(e)) = (out.find(&begin), out.find(&end)) else {
+            return Err(format!("README has no `{begin}` ... `{end}` markers"));
+        };
+        if out.matches(&begin).count() != 1 || e < b {
+            return Err(format!(
+                "README's `{begin}` markers are repeated or out of order"
+            ));
+        }
+        out = format!("{}{begin}\n{text}{}", &out[..b], &out[e..]);
+    }
+    Ok(out)
+}
+
+/// The main table: hashlock against the Redisson-protocol Lua.
+fn performance_table(r: &Results) -> String {
     let mut s = String::new();
     let m = &r.meta;
-    let _ = writeln!(s, "## Performance\n");
     let _ = writeln!(
         s,
         "Measured by `make bench` on {} ({} CPUs; {}) against {} with the module loaded, commit `{}`, {}. \
@@ -199,14 +242,136 @@ pub fn readme_section(r: &Results) -> String {
             fmt_duration(max(&o.probe.rtt))
         );
     }
+    s.push_str(&footnotes());
+    s
+}
+
+fn footnotes() -> String {
+    let mut s = String::new();
     let _ = writeln!(
         s,
         "\n¹ Redisson-style client: acquire script via EVAL, then SUBSCRIBE and wait for the unlock message or the returned PTTL, as RedissonLock.lock() does.\n\n\
          ² The watchdog renews the lease every third of it from inside the holder process; a killed holder's lock waits out the rest of the lease.\n\n\
          Reproduce: `make bench` (under 10 minutes on 2 cores; `make bench-quick` takes about a minute). \
          It builds the module, starts its own `redis-server` with it, pins the server and the client to different cores when it can, \
-         and writes every table (B1–B10, with all variants and targets) to `docs/BENCHMARKS.md` and the wait-time chart to `docs/{SVG_NAME}`. \
+         writes every table (B1–B11, with all variants and targets) to `docs/BENCHMARKS.md` and the wait-time chart to `docs/{SVG_NAME}`, \
+         and these tables into README.md (`make bench-quick` writes under `target/bench-quick/` and leaves both alone). \
          `VALKEY_SERVER=/path/to/valkey-server cargo run --release -p hashlock-bench -- --server valkey` runs the same against Valkey."
     );
+    s
+}
+
+/// B11: each client library's default Lock, acquire + release on one client.
+fn clients_table(r: &Results) -> String {
+    use crate::workloads::b11::Library;
+    let mut s = String::new();
+    let before = r.b11.iter().find_map(|x| x.before.clone());
+    let _ = writeln!(
+        s,
+        "| library (default `Lock`: KEEPALIVE, blocking acquire; one client) | acquire+release pairs/s | new connections per 1000 acquisitions |{}\n|---|---:|---:|{}",
+        before.as_ref().map_or(String::new(), |rev| format!(
+            " before (`{rev}`): pairs/s; connections per 1000 |"
+        )),
+        if before.is_some() { "---:|" } else { "" }
+    );
+    for lib in Library::ALL {
+        let cell = |b: bool| match r
+            .b11
+            .iter()
+            .find(|x| x.library == lib && x.before.is_some() == b)
+            .map(|x| &x.outcome)
+        {
+            Some(Ok(m)) => (
+                fmt_count(m.pairs_per_sec()),
+                format!("{:.1}", m.connections_per_1000()),
+            ),
+            Some(Err(_)) => ("not run".into(), String::new()),
+            None => ("—".into(), String::new()),
+        };
+        let (p, c) = cell(false);
+        let then = if before.is_some() {
+            let (bp, bc) = cell(true);
+            format!(" {bp}; {bc} |")
+        } else {
+            String::new()
+        };
+        let _ = writeln!(s, "| {} | {p} | {c} |{then}", lib.label());
+    }
+    let _ = writeln!(
+        s,
+        "\nDrivers: `bench/clients/pairs.py`, `pairs.js`, `pairs.rs` (B11 in [docs/BENCHMARKS.md](docs/BENCHMARKS.md)), on the benchmark's client CPU."
+    );
+    s
+}
+
+/// Why a target is missed, for those that are (no figures: the table has them).
+fn why_missed(what: &str) -> &'static str {
+    let reasons: [(&str, &str); 8] = [
+        (
+            "LOCK.RENEW ÷ PEXPIRE",
+            "`LOCK.RENEW` must replicate its new deadline as `PEXPIREAT`, and `RedisModule_Replicate` costs thousands of instructions per call on Redis 7.0 (command lookup plus argument building) whether or not a replica or AOF exists; `PEXPIRE` rewrites its own arguments instead, which a module cannot. It is still cheaper than Redisson's renew script.",
+        ),
+        (
+            "pipeline",
+            "the loopback round trip caps what the server's savings can buy one client; with 50 clients the server is the bottleneck.",
+        ),
+        (
+            "acquisitions/s",
+            "every hand-off is one network round trip to the next waiter in line; the Redisson-style clients get their rate by letting the releasing client take the lock straight back (see the fairness and worst-wait rows).",
+        ),
+        (
+            "TOKEN",
+            "the token is a second key, read and written in place, and a third replicated effect (`SET ... KEEPTTL`).",
+        ),
+        (
+            "server CPU to hand them all on",
+            "each lock costs two replicated effects, the key's expiry, and unblocking and answering a client; the server never stalls for it.",
+        ),
+        (
+            "REPLICAS",
+            "the one-client latency swings with the machine between runs.",
+        ),
+        (
+            "PING",
+            "the longest round trip is this shared machine's own noise as much as the renewals (compare the same figure with nothing tied in B9).",
+        ),
+        (
+            "worst wait",
+            "a waiter's wait includes every hand-off before it, each a round trip on a loaded machine.",
+        ),
+    ];
+    reasons
+        .iter()
+        .find(|(k, _)| what.contains(k))
+        .map_or("", |(_, why)| why)
+}
+
+/// The targets this run missed, each with its goal, its figure and why.
+fn missed_targets(r: &Results) -> String {
+    use super::targets::{Verdict, targets};
+    let missed: Vec<_> = targets(r)
+        .into_iter()
+        .filter(|t| t.verdict == Verdict::Missed)
+        .collect();
+    if missed.is_empty() {
+        return "Every target that ran was met in this run.\n".into();
+    }
+    let mut s = String::new();
+    for t in missed {
+        let why = why_missed(&t.what);
+        let _ = writeln!(
+            s,
+            "- **{} ({})**: {}, goal {}.{}",
+            t.what,
+            t.workload,
+            t.measured,
+            t.goal,
+            if why.is_empty() {
+                String::new()
+            } else {
+                format!(" {why}")
+            }
+        );
+    }
     s
 }

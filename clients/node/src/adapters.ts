@@ -1,34 +1,50 @@
 /**
- * One interface over node-redis and ioredis: commands on the user's client,
- * and connections of the lock's own.
+ * One interface over node-redis and ioredis, standalone or cluster: commands
+ * on the user's client, and connections of the library's own to a node.
  *
- * Why a connection of its own for every wait: node-redis answers one
- * blocking command per connection at a time (everything else on it waits
- * behind the BLOCK), and ioredis's commandTimeout would give up on a waiter
- * that the server may still grant the lock to; its reconnect would re-send
- * the BLOCK at the queue's tail. The lock's connections never reconnect,
- * never retry, have no command timeout, and are closed at once when a wait
- * is abandoned, so the server drops the waiter.
+ * Why connections of its own: node-redis answers one blocking command per
+ * connection at a time (everything else on it waits behind the BLOCK), and
+ * ioredis's commandTimeout would give up on a waiter that the server may
+ * still grant the lock to; its reconnect would re-send the BLOCK at the
+ * queue's tail. A KEEPALIVE lock lives as long as the connection that took
+ * it. The library's connections never reconnect, never retry, have no
+ * command timeout, are unref'd (they never keep a process alive), and report
+ * their end however it comes (closed by the server, reset, an error).
  */
 
 import type { Arg } from './protocol';
+import { keySlot } from './slot';
+
+/** A node's address. */
+export interface Address {
+  host: string;
+  port: number;
+}
 
 export interface Connection {
   call(args: Arg[]): Promise<unknown>;
-  /** Closes the socket now (pending calls fail). */
+  /** Closes the socket now (pending calls fail); no end is reported. */
   close(): void;
-  /** Called once if the connection closes without close(). */
-  onLost(cb: () => void): void;
+  /**
+   * `cb` is called once if the connection ends other than by close(): the
+   * server closed it (CLIENT KILL, timeout, shutdown), it was reset, or it
+   * failed. A later call replaces an earlier `cb`.
+   */
+  onEnd(cb: ((why: Error) => void) | undefined): void;
+  /** False once it ended or was closed. */
+  readonly open: boolean;
 }
 
 export interface Adapter {
-  /** A command on the user's client. */
+  /** A command on the user's client (in a cluster: routed by its key, args[1]). */
   call(args: Arg[]): Promise<unknown>;
-  /** A new connection of the lock's own, connected. */
-  connect(): Promise<Connection>;
+  /** A new connection of the library's own, connected: to `address`, or (none given) to the node serving `key`. */
+  connect(address?: Address, key?: string): Promise<Connection>;
+  /** The node serving `key` (undefined: the client's own server). */
+  nodeFor?(key: string): Address | undefined;
 }
 
-/** What Lock accepts: a node-redis client, an ioredis client, or an Adapter. */
+/** What Lock accepts: a node-redis client or cluster, an ioredis client or cluster, or an Adapter. */
 export type Client = object;
 
 // Integers as strings, so 64-bit fencing tokens stay exact (RESP type ':').
@@ -40,8 +56,18 @@ interface NodeRedisLike {
   connect(): Promise<unknown>;
   destroy?(): void;
   disconnect?(): Promise<void>;
+  unref?(): void;
   on(event: string, cb: (...a: unknown[]) => void): unknown;
-  options?: { socket?: object };
+  options?: { socket?: { host?: string; port?: number } & object; url?: string };
+}
+
+interface NodeRedisClusterLike {
+  sendCommand(firstKey: Arg | undefined, isReadonly: boolean | undefined, args: Arg[], options?: object): Promise<unknown>;
+  getNodeClientForKey(key: Arg): Promise<NodeRedisLike>;
+  nodeClient(node: object): Promise<NodeRedisLike>;
+  readonly masters: object[];
+  readonly nodeByAddress: Map<string, object>;
+  readonly slots: { master: { host: string; port: number } }[];
 }
 
 interface IoredisLike {
@@ -51,14 +77,31 @@ interface IoredisLike {
   disconnect(reconnect?: boolean): void;
   on(event: string, cb: (...a: unknown[]) => void): unknown;
   status: string;
+  stream?: { unref?(): void };
+  options?: { host?: string; port?: number };
+}
+
+interface IoredisClusterLike {
+  isCluster: true;
+  call(command: string, ...args: Arg[]): Promise<unknown>;
+  nodes(role?: string): IoredisLike[];
+  slots: string[][];
 }
 
 function isAdapter(c: object): c is Adapter {
   return typeof (c as Adapter).connect === 'function' && typeof (c as Adapter).call === 'function' && !('status' in c) && !('sendCommand' in c);
 }
 
+function isIoredisCluster(c: object): c is IoredisClusterLike {
+  return (c as IoredisClusterLike).isCluster === true && typeof (c as IoredisClusterLike).nodes === 'function';
+}
+
 function isIoredis(c: object): c is IoredisLike {
   return typeof (c as IoredisLike).call === 'function' && 'status' in c && typeof (c as IoredisLike).duplicate === 'function';
+}
+
+function isNodeRedisCluster(c: object): c is NodeRedisClusterLike {
+  return typeof (c as NodeRedisClusterLike).getNodeClientForKey === 'function' && typeof (c as NodeRedisClusterLike).nodeClient === 'function';
 }
 
 function isNodeRedis(c: object): c is NodeRedisLike {
@@ -67,26 +110,59 @@ function isNodeRedis(c: object): c is NodeRedisLike {
 
 export function adapt(client: Client): Adapter {
   if (isAdapter(client)) return client;
+  if (isIoredisCluster(client)) return fromIoredisCluster(client);
   if (isIoredis(client)) return fromIoredis(client);
+  if (isNodeRedisCluster(client)) return fromNodeRedisCluster(client);
   if (isNodeRedis(client)) return fromNodeRedis(client);
-  throw new TypeError('hashlock: expected a node-redis client, an ioredis client, or an Adapter');
+  throw new TypeError('hashlock: expected a node-redis or ioredis client or cluster, or an Adapter');
 }
 
-function lostOnce(): { fire: () => void; on: (cb: () => void) => void; closing: () => void } {
-  let cb: (() => void) | undefined;
-  let done = false;
+/** The end of a connection, reported once unless it was closed on purpose. */
+class Ending {
+  private cb?: (why: Error) => void;
+  ended = false;
+  fire = (why?: unknown) => {
+    if (this.ended) return;
+    this.ended = true;
+    this.cb?.(why instanceof Error ? why : new Error(`connection ${String(why ?? 'closed')}`));
+  };
+  on(cb: ((why: Error) => void) | undefined) {
+    this.cb = cb;
+  }
+  closing() {
+    this.ended = true;
+  }
+}
+
+function parseAddress(a: string): Address {
+  const i = a.lastIndexOf(':');
+  return { host: a.slice(0, i), port: Number(a.slice(i + 1)) };
+}
+
+/** A node-redis client of the library's own, duplicated from `template`. */
+async function nodeRedisConnection(template: NodeRedisLike, address?: Address): Promise<Connection> {
+  const socket = { ...(template.options?.socket ?? {}), reconnectStrategy: false, socketTimeout: undefined };
+  const overrides: Record<string, unknown> = { socket, commandOptions: undefined, pingInterval: undefined };
+  if (address) {
+    Object.assign(socket, { host: address.host, port: address.port });
+    overrides.url = undefined; // the template's URL would win over host/port (its other parts are already parsed)
+  }
+  const conn = template.duplicate(overrides);
+  const ending = new Ending();
+  conn.on('error', ending.fire); // node-redis reports a server-side close as an error, not always `end`
+  conn.on('end', () => ending.fire(new Error('connection closed')));
+  await conn.connect();
+  conn.unref?.();
   return {
-    fire: () => {
-      if (!done) {
-        done = true;
-        cb?.();
-      }
+    call: (args) => conn.sendCommand(args, EXACT_NUMBERS),
+    close() {
+      ending.closing();
+      if (conn.destroy) conn.destroy();
+      else void conn.disconnect?.().catch(() => {});
     },
-    on: (f) => {
-      cb = f;
-    },
-    closing: () => {
-      done = true;
+    onEnd: (cb) => ending.on(cb),
+    get open() {
+      return !ending.ended;
     },
   };
 }
@@ -94,25 +170,66 @@ function lostOnce(): { fire: () => void; on: (cb: () => void) => void; closing: 
 export function fromNodeRedis(client: NodeRedisLike): Adapter {
   return {
     call: (args) => client.sendCommand(args, EXACT_NUMBERS),
-    async connect() {
-      const conn = client.duplicate({
-        socket: { ...(client.options?.socket ?? {}), reconnectStrategy: false, socketTimeout: undefined },
-        commandOptions: undefined,
-        pingInterval: undefined,
-      });
-      const lost = lostOnce();
-      conn.on('error', () => {}); // reported through the failed call or onLost
-      conn.on('end', lost.fire);
-      await conn.connect();
-      return {
-        call: (args) => conn.sendCommand(args, EXACT_NUMBERS),
-        close() {
-          lost.closing();
-          if (conn.destroy) conn.destroy();
-          else void conn.disconnect?.().catch(() => {});
-        },
-        onLost: lost.on,
-      };
+    connect: (address) => nodeRedisConnection(client, address),
+  };
+}
+
+export function fromNodeRedisCluster(cluster: NodeRedisClusterLike): Adapter {
+  const template = async (address?: Address, key?: string) => {
+    if (address) {
+      const node = cluster.nodeByAddress.get(`${address.host}:${address.port}`) ?? cluster.masters[0];
+      return cluster.nodeClient(node);
+    }
+    return key === undefined ? cluster.nodeClient(cluster.masters[0]) : cluster.getNodeClientForKey(key);
+  };
+  return {
+    call: (args) => cluster.sendCommand(args[1], false, args, EXACT_NUMBERS),
+    async connect(address, key) {
+      const t = await template(address, key);
+      return nodeRedisConnection(t, address ?? nodeRedisAddress(t));
+    },
+    nodeFor(key) {
+      const master = cluster.slots[keySlot(key)]?.master;
+      return master ? { host: master.host, port: master.port } : undefined;
+    },
+  };
+}
+
+function nodeRedisAddress(c: NodeRedisLike): Address | undefined {
+  const s = c.options?.socket;
+  return s?.host !== undefined && s?.port !== undefined ? { host: s.host, port: s.port } : undefined;
+}
+
+/** An ioredis client of the library's own, duplicated from `template`. */
+async function ioredisConnection(template: IoredisLike, address?: Address): Promise<Connection> {
+  const conn = template.duplicate({
+    ...(address ? { host: address.host, port: address.port } : {}),
+    lazyConnect: true,
+    commandTimeout: undefined,
+    socketTimeout: undefined,
+    blockingTimeout: undefined,
+    retryStrategy: () => null,
+    reconnectOnError: () => false,
+    autoResendUnfulfilledCommands: false,
+    maxRetriesPerRequest: 0,
+    enableOfflineQueue: false,
+    stringNumbers: true,
+  });
+  const ending = new Ending();
+  conn.on('error', ending.fire);
+  conn.on('close', () => ending.fire(new Error('connection closed')));
+  conn.on('end', () => ending.fire(new Error('connection closed')));
+  await conn.connect();
+  conn.stream?.unref?.();
+  return {
+    call: ([command, ...args]) => conn.call(String(command), ...args),
+    close() {
+      ending.closing();
+      conn.disconnect(false);
+    },
+    onEnd: (cb) => ending.on(cb),
+    get open() {
+      return !ending.ended;
     },
   };
 }
@@ -120,30 +237,22 @@ export function fromNodeRedis(client: NodeRedisLike): Adapter {
 export function fromIoredis(client: IoredisLike): Adapter {
   return {
     call: ([command, ...args]) => client.call(String(command), ...args),
-    async connect() {
-      const conn = client.duplicate({
-        lazyConnect: true,
-        commandTimeout: undefined,
-        socketTimeout: undefined,
-        blockingTimeout: undefined,
-        retryStrategy: () => null,
-        reconnectOnError: () => false,
-        autoResendUnfulfilledCommands: false,
-        maxRetriesPerRequest: 0,
-        stringNumbers: true,
-      });
-      const lost = lostOnce();
-      conn.on('error', () => {});
-      conn.on('end', lost.fire);
-      await conn.connect();
-      return {
-        call: ([command, ...args]) => conn.call(String(command), ...args),
-        close() {
-          lost.closing();
-          conn.disconnect(false);
-        },
-        onLost: lost.on,
-      };
+    connect: (address) => ioredisConnection(client, address),
+  };
+}
+
+export function fromIoredisCluster(cluster: IoredisClusterLike): Adapter {
+  const nodeFor = (key: string): Address | undefined => {
+    const node = cluster.slots[keySlot(key)]?.[0];
+    return node ? parseAddress(node) : undefined;
+  };
+  return {
+    call: ([command, ...args]) => cluster.call(String(command), ...args),
+    async connect(address, key) {
+      const template = cluster.nodes('master')[0];
+      if (!template) throw new Error('hashlock: the ioredis cluster has no master node yet (is it connected?)');
+      return ioredisConnection(template, address ?? (key === undefined ? undefined : nodeFor(key)));
     },
+    nodeFor,
   };
 }

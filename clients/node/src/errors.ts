@@ -21,6 +21,8 @@ export class NotLockError extends HashlockError {}
 export class WrongTypeError extends HashlockError {}
 /** REPLICAS n ms: too few replicas acknowledged in time; the call was undone. */
 export class NoReplicasError extends HashlockError {}
+/** The server does not know LOCK.*: the hashlock module is not loaded there. */
+export class ModuleNotLoadedError extends HashlockError {}
 /** withLock / hold with timeoutMs: the wait ended without the lock. */
 export class LockTimeoutError extends HashlockError {}
 
@@ -33,7 +35,10 @@ const BY_CODE: Record<string, new (m: string, o?: { cause?: unknown }) => Hashlo
 
 /** The typed error for a server error reply (node-redis ErrorReply, ioredis ReplyError), or the error itself. */
 export function translate(err: unknown): unknown {
-  if (!(err instanceof Error)) return err;
+  if (!(err instanceof Error) || err instanceof HashlockError) return err;
+  if (/^(ERR )?unknown command 'LOCK\./i.test(err.message)) {
+    return new ModuleNotLoadedError(`the hashlock module is not loaded on this server (${err.message.trim()})`, { cause: err });
+  }
   const cls = BY_CODE[err.message.split(' ', 1)[0]];
   return cls ? new cls(err.message, { cause: err }) : err;
 }

@@ -3,10 +3,14 @@ export {
   HashlockError,
   LockLostError,
   LockTimeoutError,
+  ModuleNotLoadedError,
   NoReplicasError,
   NotLockError,
   NotOwnerError,
   WrongTypeError,
 } from './errors';
 export { DEFAULT_LEASE_MS, parseInfo, type LockInfo } from './protocol';
-export { adapt, fromIoredis, fromNodeRedis, type Adapter, type Connection } from './adapters';
+export { adapt, fromIoredis, fromIoredisCluster, fromNodeRedis, fromNodeRedisCluster, type Adapter, type Address, type Connection } from './adapters';
+export { closeIdleConnections, ConnectionPool, Dedicated, poolFor } from './pool';
+export { Watch, type WatchOptions } from './watch';
+export { keySlot } from './slot';

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 
-import { adapt, type Adapter, type Client, type Connection } from './adapters';
+import { adapt, type Adapter, type Client } from './adapters';
 import { HashlockError, LockLostError, LockTimeoutError, translate } from './errors';
+import { Dedicated, poolFor, type ConnectionPool } from './pool';
 import {
   acquireArgs,
   DEFAULT_LEASE_MS,
@@ -9,15 +10,18 @@ import {
   parseAcquire,
   parseInfo,
   renewArgs,
+  toInt,
+  untieArgs,
   type Arg,
   type LockInfo,
   type Settings,
 } from './protocol';
+import { Watch } from './watch';
 
 export interface LockOptions {
   /** Lease set by every acquire and renew (default 30000, Redisson's). */
   leaseMs?: number;
-  /** Tie the lock to a connection of the lock's own (default true); false runs a watchdog timer. */
+  /** Tie the lock to a connection of the library's own (default true); false renews it from a watchdog timer. */
   keepalive?: boolean;
   /** Ask for a fencing token with every acquisition (lock.token). */
   token?: boolean;
@@ -32,7 +36,7 @@ export interface AcquireOptions {
   blocking?: boolean;
   /** How long to wait (default: forever). */
   timeoutMs?: number;
-  /** Aborting gives up the wait: its connection is closed, the server drops the waiter. */
+  /** Aborting gives up the wait: its connection is closed, the server drops the waiter (and releases a grant on its way). */
   signal?: AbortSignal;
 }
 
@@ -48,10 +52,6 @@ function isReplyError(e: unknown): boolean {
   if (e instanceof HashlockError) return true;
   const name = (e as Error | undefined)?.constructor?.name;
   return name === 'ErrorReply' || name === 'SimpleError' || name === 'BlobError' || name === 'ReplyError';
-}
-
-function toInt(v: unknown): number {
-  return typeof v === 'number' ? v : Number(String(v));
 }
 
 /** Settles with `p`, or rejects with the signal's reason when it aborts (after calling onAbort). */
@@ -77,6 +77,12 @@ function abortable<T>(p: Promise<T>, signal: AbortSignal | undefined, onAbort: (
   });
 }
 
+/** A failed call on the tied connection: the tie, and so the lock, is gone. */
+function connectionLost(name: string, e: unknown): LockLostError & { lost: true } {
+  const err = new LockLostError(`lock ${name}: its KEEPALIVE connection failed (${(e as Error)?.message ?? String(e)})`, { cause: e });
+  return Object.assign(err, { lost: true as const });
+}
+
 /**
  * A reentrant lock on `name`, shared with every LOCK.* and Redisson client.
  * One Lock is one owner: give each concurrent task its own Lock.
@@ -89,17 +95,18 @@ export class Lock implements AsyncDisposable {
   token?: bigint;
 
   private readonly adapter: Adapter;
+  private readonly pool: ConnectionPool;
   private count = 0;
-  private tied?: Connection;
-  private watchdog?: NodeJS.Timeout;
+  private tied?: Dedicated;
+  private watch?: Watch;
   private controller = new AbortController();
-  private cleanup?: Promise<void>;
 
   constructor(client: Client, name: string, options: LockOptions = {}) {
     const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
     if (!Number.isInteger(leaseMs) || leaseMs <= 0) throw new RangeError('leaseMs must be a positive integer');
     const r = options.replicas;
     this.adapter = adapt(client);
+    this.pool = poolFor(client, this.adapter);
     this.name = name;
     this.owner = options.owner ?? randomUUID();
     this.settings = {
@@ -115,14 +122,19 @@ export class Lock implements AsyncDisposable {
     return this.count;
   }
 
-  /** Aborted (reason: LockLostError) when the current hold is found lost. */
+  /**
+   * Aborted (reason: LockLostError) when the current hold is found lost: at
+   * once when its KEEPALIVE connection ends (closed, reset, an error, the
+   * server shutting down), at the next check (every third of the lease) after
+   * a FORCERELEASE or a lapsed lease, or when a release, renew or re-entry
+   * finds it gone.
+   */
   get signal(): AbortSignal {
     return this.controller.signal;
   }
 
   /** Takes the lock or re-enters it; false if the wait ended without it. */
   async acquire(options: AcquireOptions = {}): Promise<boolean> {
-    await this.settle();
     options.signal?.throwIfAborted();
     const { blocking = true, timeoutMs } = options;
     if (timeoutMs !== undefined && (!Number.isFinite(timeoutMs) || timeoutMs < 0)) {
@@ -131,44 +143,49 @@ export class Lock implements AsyncDisposable {
     // BLOCK 0 waits forever, so a zero timeout does not block at all.
     const blockMs = !blocking || timeoutMs === 0 ? undefined : timeoutMs === undefined ? 0 : Math.max(1, Math.ceil(timeoutMs));
     if (this.count > 0) return this.reenter();
-    const args = acquireArgs(this.name, this.owner, this.settings, blockMs);
     let got: ReturnType<typeof parseAcquire>;
     if (this.settings.keepalive || blockMs !== undefined) {
-      got = await this.acquireOnOwnConnection(args, blockMs !== undefined, options.signal);
+      got = await this.acquireDedicated(blockMs, options.signal);
     } else {
-      got = parseAcquire(await this.call(args), this.settings.token);
+      got = parseAcquire(await this.call(acquireArgs(this.name, this.owner, this.settings, undefined)), this.settings.token);
     }
     if (!got) return false;
     this.count = got.count;
     if (this.settings.token) this.token = got.token;
     if (this.controller.signal.aborted) this.controller = new AbortController();
-    if (!this.settings.keepalive) this.startWatchdog();
+    this.startWatch();
     return true;
   }
 
-  private async acquireOnOwnConnection(args: Arg[], waits: boolean, signal?: AbortSignal) {
-    const conn = await this.adapter.connect();
+  /**
+   * An acquire on a connection of the library's own. It is always tied
+   * (KEEPALIVE): if the wait is aborted, closing its connection takes it off
+   * the server's queue and releases a grant already on its way.
+   * keepalive: false unties it once the grant is read. A connection that
+   * ends holding nothing goes back to the pool.
+   */
+  private async acquireDedicated(blockMs: number | undefined, signal?: AbortSignal) {
+    const conn = new Dedicated(this.pool, this.name);
+    const close = () => conn.close();
     let got: ReturnType<typeof parseAcquire>;
     try {
-      got = parseAcquire(await abortable(conn.call(args), signal, () => conn.close()), this.settings.token);
-    } catch (e) {
-      conn.close();
-      if (waits && !this.settings.keepalive && !isReplyError(e)) {
-        // Abandoned after sending: a grant may sit unread in the closed
-        // socket. Give it back before this Lock's next call.
-        this.cleanup = this.adapter.call(['LOCK.RELEASE', this.name, this.owner]).then(
-          () => {},
-          () => {},
-        );
+      const args = acquireArgs(this.name, this.owner, { ...this.settings, keepalive: true }, blockMs);
+      got = parseAcquire(await abortable(conn.call(args), signal, close), this.settings.token);
+      if (got && !this.settings.keepalive) {
+        const untied = toInt(await abortable(conn.call(untieArgs(this.name, this.owner, this.settings)), signal, close));
+        if (untied === 0) {
+          conn.giveBack();
+          throw new LockLostError(`lock ${this.name} was gone before the acquisition completed`);
+        }
       }
+    } catch (e) {
+      if (e instanceof LockLostError) throw e;
+      if (isReplyError(e)) conn.giveBack(); // an error reply changed nothing
+      else conn.close();
       throw translate(e);
     }
-    if (got && this.settings.keepalive) {
-      this.tied = conn;
-      conn.onLost(() => this.lose(new LockLostError(`lock ${this.name}: its KEEPALIVE connection closed`)));
-    } else {
-      conn.close();
-    }
+    if (got && this.settings.keepalive) this.tied = conn;
+    else conn.giveBack();
     return got;
   }
 
@@ -182,44 +199,57 @@ export class Lock implements AsyncDisposable {
     }
     if (got) await this.call(['LOCK.RELEASE', this.name, this.owner]).catch(() => {});
     const lost = new LockLostError(`lock ${this.name} was lost while held by ${this.owner} (re-entry found it gone)`);
-    this.lose(lost);
+    this.lose(lost, false);
     throw lost;
   }
 
   /** Drops one hold; returns the holds left (0 = released). LockLostError if not held. */
   async release(): Promise<number> {
-    await this.settle();
     let left: number;
     try {
       left = toInt(await this.onTiedOrClient(['LOCK.RELEASE', this.name, this.owner]));
     } catch (e) {
-      if (e instanceof LockLostError) this.lose(e);
+      if (e instanceof LockLostError) this.lose(e, (e as { lost?: boolean }).lost === true);
       throw e;
     }
     this.count = left;
-    if (left === 0) this.forget();
+    if (left === 0) this.stop(false);
     return left;
   }
 
   /** Lease = leaseMs from now (keepalive: re-ties the lock to the lock's connection). */
   async renew(): Promise<void> {
-    await this.settle();
     const args = renewArgs(this.name, this.owner, this.settings, this.settings.keepalive);
-    if (this.settings.keepalive && !this.tied) {
-      const conn = await this.adapter.connect();
-      this.tied = conn;
-      conn.onLost(() => this.lose(new LockLostError(`lock ${this.name}: its KEEPALIVE connection closed`)));
-    }
     let renewed: number;
-    try {
-      renewed = toInt(await this.onTiedOrClient(args));
-    } catch (e) {
-      if (e instanceof LockLostError) this.lose(e);
-      throw e;
+    if (this.settings.keepalive && !this.tied) {
+      const conn = new Dedicated(this.pool, this.name);
+      try {
+        renewed = toInt(await conn.call(args));
+      } catch (e) {
+        if (isReplyError(e)) conn.giveBack();
+        else conn.close();
+        throw translate(e);
+      }
+      if (renewed !== 0) {
+        this.stop(false);
+        this.tied = conn;
+        this.count = Math.max(this.count, 1);
+        if (this.controller.signal.aborted) this.controller = new AbortController();
+        this.startWatch();
+      } else {
+        conn.giveBack();
+      }
+    } else {
+      try {
+        renewed = toInt(await this.onTiedOrClient(args));
+      } catch (e) {
+        if (e instanceof LockLostError) this.lose(e, (e as { lost?: boolean }).lost === true);
+        throw e;
+      }
     }
     if (renewed === 0) {
       const lost = new LockLostError(`lock ${this.name} is not held by ${this.owner} any more`);
-      this.lose(lost);
+      this.lose(lost, false);
       throw lost;
     }
   }
@@ -242,7 +272,7 @@ export class Lock implements AsyncDisposable {
   /** acquire, then a Held whose disposal releases; LockTimeoutError if not acquired. */
   async hold(options: AcquireOptions = {}): Promise<Held> {
     if (!(await this.acquire(options))) {
-      throw new LockTimeoutError(`lock ${this.name}: not acquired${options.timeoutMs === undefined ? " (the server ended the wait, e.g. CLIENT UNBLOCK)" : ` within ${options.timeoutMs} ms`}`);
+      throw new LockTimeoutError(`lock ${this.name}: not acquired${options.timeoutMs === undefined ? ' (the server ended the wait, e.g. CLIENT UNBLOCK)' : ` within ${options.timeoutMs} ms`}`);
     }
     let released = false;
     const release = async () => {
@@ -274,7 +304,7 @@ export class Lock implements AsyncDisposable {
     return result;
   }
 
-  /** Releases every hold this Lock has (errors ignored) and closes its connections. */
+  /** Releases every hold this Lock has (errors ignored). */
   async [Symbol.asyncDispose](): Promise<void> {
     while (this.count > 0) {
       try {
@@ -283,14 +313,56 @@ export class Lock implements AsyncDisposable {
         break;
       }
     }
-    this.forget();
+    this.stop(false);
   }
 
-  private async settle(): Promise<void> {
-    const pending = this.cleanup;
-    this.cleanup = undefined;
-    if (pending) await pending;
+  // -- loss detection ---------------------------------------------------
+
+  private startWatch(): void {
+    if (this.watch?.watching) return;
+    const watch = new Watch({
+      intervalMs: Math.max(1, Math.floor(this.settings.leaseMs / 3)),
+      check: () => this.check(),
+      lost: (why, cause) => this.lose(new LockLostError(`lock ${this.name} held by ${this.owner} was lost: ${why}`, { cause }), true),
+    });
+    this.watch = watch;
+    this.tied?.onEnd((why) => watch.connectionEnded(why));
   }
+
+  /** The periodic check: keepalive re-ties and checks on the tied connection, the watchdog renews. */
+  private async check(): Promise<boolean> {
+    const tied = this.settings.keepalive ? this.tied : undefined;
+    if (tied) {
+      try {
+        return toInt(await tied.call(renewArgs(this.name, this.owner, this.settings, true))) !== 0;
+      } catch (e) {
+        if (isReplyError(e)) throw e; // e.g. NOREPLICAS: try again at the next turn
+        throw connectionLost(this.name, e);
+      }
+    }
+    return toInt(await this.adapter.call(renewArgs(this.name, this.owner, this.settings, false))) !== 0;
+  }
+
+  /** The lock is gone: abort the signal and go back to not holding. */
+  private lose(reason: LockLostError, close: boolean): void {
+    if (!this.controller.signal.aborted) this.controller.abort(reason);
+    this.stop(close);
+  }
+
+  /** Back to not holding: stop watching; the tied connection goes back to the pool, or is closed if it failed. */
+  private stop(close: boolean): void {
+    this.count = 0;
+    this.watch?.stop();
+    this.watch = undefined;
+    const tied = this.tied;
+    this.tied = undefined;
+    if (!tied) return;
+    tied.onEnd(undefined);
+    if (close) tied.close();
+    else tied.giveBack();
+  }
+
+  // -- plumbing ---------------------------------------------------------
 
   private async call(args: Arg[]): Promise<unknown> {
     try {
@@ -308,40 +380,7 @@ export class Lock implements AsyncDisposable {
     } catch (e) {
       if (isReplyError(e)) throw translate(e);
       // The tie is the connection: without it the server released the lock.
-      throw new LockLostError(`lock ${this.name}: its KEEPALIVE connection failed (${(e as Error).message})`, { cause: e });
+      throw connectionLost(this.name, e);
     }
-  }
-
-  private startWatchdog(): void {
-    if (this.watchdog) return;
-    const args = renewArgs(this.name, this.owner, this.settings, false);
-    this.watchdog = setInterval(() => {
-      this.adapter.call(args).then(
-        (renewed) => {
-          if (toInt(renewed) === 0 && this.watchdog) {
-            this.lose(new LockLostError(`lock ${this.name}: the watchdog found it gone`));
-          }
-        },
-        () => {}, // transient; the lease is the safety net until the next try
-      );
-    }, this.settings.leaseMs / 3);
-    this.watchdog.unref();
-  }
-
-  /** The lock is gone: signal it and go back to not holding. */
-  private lose(reason: LockLostError): void {
-    if (!this.controller.signal.aborted) this.controller.abort(reason);
-    this.forget();
-  }
-
-  private forget(): void {
-    this.count = 0;
-    if (this.watchdog) {
-      clearInterval(this.watchdog);
-      this.watchdog = undefined;
-    }
-    const tied = this.tied;
-    this.tied = undefined;
-    tied?.close();
   }
 }

@@ -28,7 +28,18 @@ export function renewArgs(name: string, owner: string, s: Settings, keepalive: b
   return args;
 }
 
-function toInt(v: unknown): number {
+/**
+ * keepalive: false after a wait: the wait was tied to its connection
+ * (KEEPALIVE), so that a grant on its way to an aborted wait is released by
+ * the server when the connection closes; once the grant is read, this makes
+ * it a plain lease again. REPLICAS 0: the grant itself was acknowledged as
+ * asked; a lost untie only leaves the grant's lease.
+ */
+export function untieArgs(name: string, owner: string, s: Settings): Arg[] {
+  return ['LOCK.RENEW', name, owner, 'PX', String(s.leaseMs), 'REPLICAS', '0', String(DEFAULT_REPLICAS_TIMEOUT_MS)];
+}
+
+export function toInt(v: unknown): number {
   if (typeof v === 'number') return v;
   if (typeof v === 'bigint') return Number(v);
   if (typeof v === 'string' || Buffer.isBuffer(v)) return Number(String(v));

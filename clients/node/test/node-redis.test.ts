@@ -1,3 +1,5 @@
+import { defineLifecycleSuite } from './lifecycle';
 import { defineSuite } from './suite';
 
 defineSuite('node-redis');
+defineLifecycleSuite('node-redis');

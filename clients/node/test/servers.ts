@@ -60,7 +60,8 @@ export class Server {
     private readonly dir: string,
   ) {}
 
-  static async start(kind: Kind): Promise<Server> {
+  /** `extra`: more server arguments (e.g. cluster mode); `module: false` starts it without the module. */
+  static async start(kind: Kind, extra: string[] = [], options: { module?: boolean } = {}): Promise<Server> {
     for (let attempt = 0; attempt < 5; attempt++) {
       const port = await freePort();
       const dir = mkdtempSync(path.join(os.tmpdir(), `hashlock-node-${kind}-`));
@@ -68,7 +69,7 @@ export class Server {
         binary(kind),
         ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', 'no',
           '--logfile', 'server.log', '--enable-module-command', 'local', '--enable-debug-command', 'local',
-          '--loadmodule', modulePath()],
+          ...(options.module === false ? [] : ['--loadmodule', modulePath()]), ...extra],
         { cwd: dir, stdio: 'ignore' },
       );
       let exited = false;
@@ -86,6 +87,11 @@ export class Server {
       rmSync(dir, { recursive: true, force: true });
     }
     throw new Error(`${kind} server did not start`);
+  }
+
+  /** Kills the server process (what a crash or a lost host looks like to clients). */
+  kill(): void {
+    this.proc.kill('SIGKILL');
   }
 
   stop(): void {

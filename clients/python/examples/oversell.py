@@ -70,7 +70,7 @@ def buyers(r, locked: bool, keepalive: bool):
     sales, sales_lock = [], threading.Lock()
 
     def sell(n):
-        # The seed's business logic, unchanged: check, deduct, write.
+        # The business logic, unchanged: check, deduct, write.
         stock = int(r.get(STOCK_KEY))
         if stock > 0:
             r.set(STOCK_KEY, stock - 1)

@@ -44,7 +44,7 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, kind: str, **config: str) -> None:
+    def __init__(self, kind: str, module: bool = True, **config: str) -> None:
         self.kind = kind
         self.dir = tempfile.mkdtemp(prefix=f"hashlock-py-{kind}-")
         for attempt in range(5):
@@ -59,8 +59,9 @@ class Server:
                 "--logfile", "server.log",
                 "--enable-module-command", "local",
                 "--enable-debug-command", "local",
-                "--loadmodule", module_path(),
             ]
+            if module:
+                args += ["--loadmodule", module_path()]
             for name, value in config.items():
                 args += [f"--{name.replace('_', '-')}", value]
             self.proc = subprocess.Popen(args, cwd=self.dir, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)

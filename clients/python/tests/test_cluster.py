@@ -176,3 +176,27 @@ def test_asyncio_lock_through_redis_cluster(cluster_node, key):
             await rc.aclose()
 
     asyncio.run(body())
+
+
+@pytest.mark.module_feature
+def test_keepalive_lock_follows_its_slot(two_nodes, key):
+    """A KEEPALIVE lock whose slot moves arrives on the new node as a plain
+    lease (the tie is connection state). The library's check, every third of
+    the lease, follows the MOVED and ties it again there, so it does not
+    lapse a lease later while the object still claims it."""
+    rc = RedisCluster(host="127.0.0.1", port=two_nodes.src.port)
+    try:
+        holder = hashlock.Lock(rc, key, lease_ms=900)
+        assert holder.acquire()
+        two_nodes.start_migration(key)
+        two_nodes.s.execute_command("MIGRATE", "127.0.0.1", two_nodes.dst.port, "", 0, 5000, "KEYS", key)
+        two_nodes.finish_migration(key)
+        time.sleep(2.0)  # over two leases
+        info = hashlock.Lock(two_nodes.d, key).info()
+        assert info is not None and info.owner == holder.owner, "the lock lapsed on the new node"
+        assert info.keepalive, "not tied again on the new node"
+        assert not holder.lost and holder.holds == 1
+        assert holder.release() == 0
+        assert hashlock.Lock(two_nodes.d, key).info() is None
+    finally:
+        rc.close()

@@ -352,7 +352,7 @@ def test_with_raises_if_the_wait_ends_without_the_lock(r, key):
 
     t, out = in_thread(enter)
     assert wait_for(lambda: waiters(r, key) == 1)
-    blocked = [line for line in r.client_list() if "lock.acquire" in str(line.get("cmd", "")).lower()]
+    blocked = [line for line in r.client_list() if "b" in line.get("flags", "")]
     assert len(blocked) == 1
     assert r.client_unblock(blocked[0]["id"])
     t.join(WAIT_S)

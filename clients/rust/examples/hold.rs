@@ -18,7 +18,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         key,
         Options::default().lease(Duration::from_millis(lease_ms)),
     );
-    let _held = lock.try_acquire()?.ok_or("the lock is busy")?;
+    let _held = lock.try_acquire()?.into_guard().ok_or("the lock is busy")?;
     println!("held");
     std::thread::sleep(Duration::from_secs(600));
     Ok(())

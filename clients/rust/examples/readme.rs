@@ -1,7 +1,7 @@
 //! The README's examples as a program (tests/readme.rs checks that every
 //! line of them is here, and runs it): `cargo run --example readme -- 6380`.
 
-use hashlock_client::{Options, sync::Lock};
+use hashlock_client::{Acquired, Options, sync::Lock};
 use std::time::Duration;
 
 fn ship_order(n: u32) {
@@ -15,7 +15,7 @@ async fn ship_order_async(n: u32) {
 fn sync_example(url: &str) -> Result<(), Box<dyn std::error::Error>> {
     let client = redis::Client::open(url)?;
     let lock = Lock::new(client, "orders:42", Options::default()); // owner: a fresh UUID
-    if let Some(guard) = lock.acquire_timeout(Duration::from_secs(5))? {
+    if let Acquired::Held(guard) = lock.acquire_timeout(Duration::from_secs(5))? {
         // waits up to 5 s in the server's queue
         ship_order(42); // the server keeps the lease alive (KEEPALIVE)
         guard.release()?; // Err(Error::LockLost(_)) if it was lost; dropping the guard releases too

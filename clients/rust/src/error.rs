@@ -19,6 +19,9 @@ pub enum Error {
     /// REPLICAS n ms: fewer than n replicas acknowledged in time; the call
     /// was undone (NOREPLICAS).
     NoReplicas(String),
+    /// The server does not know LOCK.*: the hashlock module is not loaded
+    /// there.
+    ModuleNotLoaded(String),
     /// Anything else: connection errors, other server errors.
     Redis(RedisError),
 }
@@ -34,6 +37,15 @@ impl From<RedisError> for Error {
             Some(d) => format!("{} {d}", e.code().unwrap_or_default()),
             None => e.to_string(),
         };
+        let unknown_lock_command = e.code() == Some("ERR")
+            && e.detail()
+                .is_some_and(|d| d.to_ascii_lowercase().starts_with("unknown command 'lock."));
+        if unknown_lock_command {
+            return Error::ModuleNotLoaded(format!(
+                "the hashlock module is not loaded on this server ({})",
+                text()
+            ));
+        }
         match e.code() {
             Some(NOT_OWNER) => Error::LockLost(text()),
             Some("NOTLOCK") => Error::NotLock(text()),
@@ -48,8 +60,27 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::LockLost(m) => write!(f, "lock lost: {m}"),
-            Error::NotLock(m) | Error::WrongType(m) | Error::NoReplicas(m) => f.write_str(m),
+            Error::NotLock(m)
+            | Error::WrongType(m)
+            | Error::NoReplicas(m)
+            | Error::ModuleNotLoaded(m) => f.write_str(m),
             Error::Redis(e) => e.fmt(f),
+        }
+    }
+}
+
+impl Error {
+    /// True for a failure of the connection itself (I/O, timeout, dropped),
+    /// as opposed to an answer from the server.
+    pub fn is_connection_failure(&self) -> bool {
+        match self {
+            Error::Redis(e) => {
+                e.is_io_error()
+                    || e.is_timeout()
+                    || e.is_connection_dropped()
+                    || e.is_unrecoverable_error()
+            }
+            _ => false,
         }
     }
 }

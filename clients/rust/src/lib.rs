@@ -9,14 +9,76 @@
 //! KEEPALIVE (the server renews the lease while the lock's connection
 //! lives) or a watchdog when it is off; NOTOWNER as [`Error::LockLost`].
 
+#[cfg(feature = "tokio")]
+pub mod aio;
 pub mod error;
+pub mod net;
+pub mod pool;
 pub mod protocol;
 pub mod sync;
+pub mod target;
 #[cfg(feature = "tokio")]
 pub mod tokio;
+pub mod watch;
 
 pub use error::{Error, Result};
 pub use protocol::{DEFAULT_LEASE, LockInfo, Options};
+pub use target::Target;
+
+/// What `try_acquire` and `acquire_timeout` give (sync and tokio): the lock
+/// with its guard, or not. There is deliberately no `is_held()`: a guard
+/// tested and dropped in one expression (`if lock.try_acquire()?.is_some()`
+/// with an `Option`) would release the lock before the code it guards runs.
+/// Bind the guard instead:
+///
+/// ```no_run
+/// # fn f(lock: &hashlock_client::sync::Lock) -> hashlock_client::Result<()> {
+/// use hashlock_client::Acquired;
+/// if let Acquired::Held(guard) = lock.try_acquire()? {
+///     // the lock is held while `guard` lives
+///     guard.release()?;
+/// }
+/// # Ok(()) }
+/// ```
+///
+/// What does not compile (these doctests check it):
+///
+/// ```compile_fail
+/// # fn f(lock: &hashlock_client::sync::Lock) -> hashlock_client::Result<()> {
+/// if lock.try_acquire()?.is_some() {} // no such method: bind the guard
+/// # Ok(()) }
+/// ```
+///
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// # fn f(lock: &hashlock_client::sync::Lock) -> hashlock_client::Result<()> {
+/// lock.try_acquire()?; // unused `Acquired`: a warning (an error here)
+/// # Ok(()) }
+/// ```
+///
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// # fn f(lock: &hashlock_client::sync::Lock) -> hashlock_client::Result<()> {
+/// lock.acquire()?; // unused `LockGuard`: released at once; a warning (an error here)
+/// # Ok(()) }
+/// ```
+#[must_use = "bind the guard (`if let Acquired::Held(guard) = ...`): the lock is released when it is dropped"]
+pub enum Acquired<G> {
+    /// Held; the guard gives the hold back.
+    Held(G),
+    /// Another owner holds it (or the wait ran out).
+    NotAcquired,
+}
+
+impl<G> Acquired<G> {
+    /// The guard, if held.
+    pub fn into_guard(self) -> Option<G> {
+        match self {
+            Acquired::Held(g) => Some(g),
+            Acquired::NotAcquired => None,
+        }
+    }
+}
 
 impl Options {
     /// The lease set by every acquire and renew (default 30 s).

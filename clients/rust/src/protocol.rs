@@ -104,6 +104,23 @@ fn replicas(c: &mut Cmd, opts: &Options) {
     }
 }
 
+/// keepalive off, after a wait: the wait was tied to its connection
+/// (KEEPALIVE), so that a grant on its way to a wait abandoned on the client
+/// side is released by the server when the connection closes; once the grant
+/// is read, this makes it a plain lease again. `REPLICAS 0`: the grant itself
+/// was acknowledged as asked; a lost untie only leaves the grant's lease.
+pub fn untie_cmd(name: &str, owner: &str, opts: &Options) -> Cmd {
+    let mut c = redis::cmd("LOCK.RENEW");
+    c.arg(name)
+        .arg(owner)
+        .arg("PX")
+        .arg(ms(opts.lease))
+        .arg("REPLICAS")
+        .arg(0)
+        .arg(1000);
+    c
+}
+
 pub fn release_cmd(name: &str, owner: &str) -> Cmd {
     let mut c = redis::cmd("LOCK.RELEASE");
     c.arg(name).arg(owner);
@@ -116,7 +133,8 @@ pub fn info_cmd(name: &str) -> Cmd {
     c
 }
 
-fn int(v: &Value) -> Result<i64> {
+/// An integer reply.
+pub fn int(v: &Value) -> Result<i64> {
     match v {
         Value::Int(i) => Ok(*i),
         Value::BulkString(b) => std::str::from_utf8(b)

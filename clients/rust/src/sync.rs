@@ -1,47 +1,65 @@
-//! The blocking [`Lock`] on a `redis::Client`.
+//! The blocking [`Lock`].
+//!
+//! ```no_run
+//! # fn main() -> hashlock_client::Result<()> {
+//! use std::time::Duration;
+//! use hashlock_client::{Acquired, Options, sync::Lock};
+//!
+//! let lock = Lock::new(redis::Client::open("redis://127.0.0.1:6380/")?, "orders:42", Options::default());
+//! // Bind the guard: the lock is held while `guard` lives.
+//! if let Acquired::Held(guard) = lock.acquire_timeout(Duration::from_secs(5))? {
+//!     // ... work ...
+//!     guard.release()?;
+//! }
+//! # Ok(()) }
+//! ```
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use redis::{Client, Connection, Value};
+use redis::Value;
 
 use crate::error::{Error, Result};
+use crate::pool::{Dedicated, Pool};
 use crate::protocol::{self as p, LockInfo, Options, Wait};
+use crate::target::Target;
+use crate::watch::{Watched, monitor};
 
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// What [`Lock::try_acquire`] and [`Lock::acquire_timeout`] give.
+pub type Acquired = crate::Acquired<LockGuard>;
 
 /// A reentrant lock on one key; one `Lock` is one owner (a fresh UUID
 /// unless [`Options::owner`] gives one). Give each thread its own `Lock`.
 ///
-/// Each successful acquisition returns a [`LockGuard`]; dropping it (or
-/// [`LockGuard::release`]) gives that hold back. With `keepalive` (the
-/// default) the lock is tied to a connection of the lock's own and the
-/// server renews the lease while it is open; otherwise a watchdog thread
-/// renews it every third of the lease.
+/// With `keepalive` (the default) the lock is tied to a connection of the
+/// library's own and the server renews the lease while it is open; otherwise
+/// the library renews it every third of the lease. Either way the library's
+/// monitor thread watches the held lock and [`Lock::is_lost`] turns true as
+/// soon as it is found gone: at once when its KEEPALIVE connection ends, at
+/// the next check (every third of the lease) after a FORCERELEASE or a lapsed
+/// lease.
 pub struct Lock {
     inner: Arc<Inner>,
 }
 
 struct Inner {
-    client: Client,
+    pool: Arc<Pool>,
     name: String,
     owner: String,
     opts: Options,
     state: Mutex<State>,
-    lost: Arc<AtomicBool>,
+    lost: AtomicBool,
+    lost_reason: Mutex<Option<String>>,
 }
 
 #[derive(Default)]
 struct State {
     holds: u64,
     /// keepalive: the connection the lock is tied to (closing it releases).
-    tied: Option<Connection>,
-    /// Calls that need no connection of their own (info, release, renew
-    /// without keepalive), reused.
-    control: Option<Connection>,
-    watchdog: Option<Watchdog>,
+    tied: Option<Dedicated>,
+    /// The monitor's id for the current hold.
+    watch: Option<u64>,
 }
 
 /// One hold of a [`Lock`]. Dropping it releases the hold (errors are
@@ -54,19 +72,23 @@ pub struct LockGuard {
 }
 
 impl Lock {
-    pub fn new(client: Client, name: impl Into<String>, opts: Options) -> Lock {
+    /// A lock on `name` on `target`: a `redis::Client` (one server) or a
+    /// [`Target::cluster`].
+    pub fn new(target: impl Into<Target>, name: impl Into<String>, opts: Options) -> Lock {
+        let target = target.into();
         let owner = opts
             .owner
             .clone()
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         Lock {
             inner: Arc::new(Inner {
-                client,
+                pool: Pool::for_target(&target),
                 name: name.into(),
                 owner,
                 opts,
                 state: Mutex::new(State::default()),
-                lost: Arc::new(AtomicBool::new(false)),
+                lost: AtomicBool::new(false),
+                lost_reason: Mutex::new(None),
             }),
         }
     }
@@ -84,34 +106,34 @@ impl Lock {
         self.inner.state().holds
     }
 
-    /// Takes (or re-enters) the lock if it is free; None if another owner
-    /// holds it.
-    pub fn try_acquire(&self) -> Result<Option<LockGuard>> {
+    /// Takes (or re-enters) the lock if it is free.
+    pub fn try_acquire(&self) -> Result<Acquired> {
         self.inner.acquire(Wait::No)
     }
 
     /// Waits in the server's queue as long as it takes.
     pub fn acquire(&self) -> Result<LockGuard> {
         match self.inner.acquire(Wait::Forever)? {
-            Some(g) => Ok(g),
-            None => Err(Error::Redis(redis::RedisError::from((
+            Acquired::Held(g) => Ok(g),
+            Acquired::NotAcquired => Err(Error::Redis(redis::RedisError::from((
                 redis::ErrorKind::UnexpectedReturnType,
                 "the server ended the wait without the lock (LOCK.ACQUIRE ... BLOCK 0 answered nil, e.g. CLIENT UNBLOCK)",
             )))),
         }
     }
 
-    /// Waits in the server's queue up to `timeout`; None if it ran out.
-    pub fn acquire_timeout(&self, timeout: Duration) -> Result<Option<LockGuard>> {
+    /// Waits in the server's queue up to `timeout`.
+    pub fn acquire_timeout(&self, timeout: Duration) -> Result<Acquired> {
         self.inner.acquire(Wait::For(timeout))
     }
 
     /// LOCK.INFO; None when the lock is free.
     pub fn info(&self) -> Result<Option<LockInfo>> {
-        let mut st = self.inner.state();
-        let v: Value = self
-            .inner
-            .on_control(&mut st, |c| p::info_cmd(&self.inner.name).query(c))?;
+        let v = self.inner.pool.call(
+            self.inner.name.as_bytes(),
+            &p::info_cmd(&self.inner.name),
+            p::response_timeout(Wait::No, &self.inner.opts),
+        )?;
         p::parse_info(&v)
     }
 
@@ -121,9 +143,20 @@ impl Lock {
         self.inner.renew()
     }
 
-    /// True once the watchdog (keepalive off) found the lock gone.
+    /// True once the lock this object held was found lost (its KEEPALIVE
+    /// connection ended, or a check or renewal found it gone), until the next
+    /// successful acquisition.
     pub fn is_lost(&self) -> bool {
         self.inner.lost.load(Ordering::SeqCst)
+    }
+
+    /// Why the lock was found lost, while [`Lock::is_lost`].
+    pub fn lost_reason(&self) -> Option<String> {
+        self.inner
+            .lost_reason
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 }
 
@@ -153,13 +186,6 @@ impl Inner {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn connect(&self, read_timeout: Option<Duration>) -> Result<Connection> {
-        let c = self.client.get_connection_with_timeout(CONNECT_TIMEOUT)?;
-        c.set_read_timeout(read_timeout)?;
-        c.set_write_timeout(Some(CONNECT_TIMEOUT))?;
-        Ok(c)
-    }
-
     fn guard(self: &Arc<Self>, token: Option<u64>) -> LockGuard {
         LockGuard {
             inner: Arc::clone(self),
@@ -168,73 +194,100 @@ impl Inner {
         }
     }
 
-    fn acquire(self: &Arc<Self>, wait: Wait) -> Result<Option<LockGuard>> {
+    fn key(&self) -> &[u8] {
+        self.name.as_bytes()
+    }
+
+    fn call_timeout(&self) -> Option<Duration> {
+        p::response_timeout(Wait::No, &self.opts)
+    }
+
+    fn acquire(self: &Arc<Self>, wait: Wait) -> Result<Acquired> {
         let mut st = self.state();
         if st.holds > 0 {
-            return self.reenter(&mut st).map(Some);
+            return self.reenter(&mut st).map(Acquired::Held);
         }
-        let cmd = p::acquire_cmd(&self.name, &self.owner, &self.opts, wait);
-        let timeout = p::response_timeout(wait, &self.opts);
         let got = if self.opts.keepalive || wait.block_ms().is_some() {
-            // A connection of its own: no other traffic can delay it, a
-            // read timeout longer than BLOCK, and dropped (closed) unless
-            // it becomes the lock's KEEPALIVE tie.
-            let mut conn = self.connect(timeout)?;
-            let reply: Value = match cmd.query(&mut conn) {
-                Ok(v) => v,
-                Err(e) => {
-                    drop(conn);
-                    if !self.opts.keepalive
-                        && wait.block_ms().is_some()
-                        && (e.is_io_error() || e.is_timeout() || e.is_connection_dropped())
-                    {
-                        self.drop_unread_grant(&mut st);
-                    }
-                    return Err(e.into());
-                }
-            };
-            let got = p::parse_acquire(&reply, self.opts.token)?;
-            if got.is_some() && self.opts.keepalive {
-                conn.set_read_timeout(p::response_timeout(Wait::No, &self.opts))?;
-                st.tied = Some(conn);
-            }
-            got
+            self.acquire_dedicated(&mut st, wait)?
         } else {
-            let v: Value = self.on_control(&mut st, |c| cmd.query(c))?;
+            let cmd = p::acquire_cmd(&self.name, &self.owner, &self.opts, wait);
+            let v = self.pool.call(self.key(), &cmd, self.call_timeout())?;
             p::parse_acquire(&v, self.opts.token)?
         };
         let Some((count, token)) = got else {
-            return Ok(None);
+            return Ok(Acquired::NotAcquired);
         };
         st.holds = count;
         self.lost.store(false, Ordering::SeqCst);
-        if !self.opts.keepalive && st.watchdog.is_none() {
-            st.watchdog = Some(Watchdog::start(self));
-        }
-        Ok(Some(self.guard(token)))
+        self.start_watch(&mut st);
+        Ok(Acquired::Held(self.guard(token)))
     }
 
-    /// The wait failed on the client side (read timeout, I/O error) after
-    /// the command was sent: a grant may sit unread in the closed socket.
-    /// Give that hold back (NOTOWNER if there was none).
-    fn drop_unread_grant(&self, st: &mut State) {
-        let _: Result<Value> =
-            self.on_control(st, |c| p::release_cmd(&self.name, &self.owner).query(c));
+    /// An acquire on a connection of the library's own. It is always tied
+    /// (KEEPALIVE): if the wait ends on the client side (its read timeout),
+    /// closing the connection takes it off the server's queue and releases a
+    /// grant already on its way. keepalive off unties it once the grant is
+    /// read. A connection that ends holding nothing goes back to the pool.
+    fn acquire_dedicated(&self, st: &mut State, wait: Wait) -> Result<Option<(u64, Option<u64>)>> {
+        let mut conn = Dedicated::new(&self.pool, self.key())?;
+        let tied_opts = Options {
+            keepalive: true,
+            ..self.opts.clone()
+        };
+        let cmd = p::acquire_cmd(&self.name, &self.owner, &tied_opts, wait);
+        let got = match conn
+            .call(&cmd, p::response_timeout(wait, &self.opts))
+            .and_then(|v| p::parse_acquire(&v, self.opts.token))
+        {
+            Ok(g) => g,
+            Err(e) => {
+                // A server error changed nothing (the connection is clean);
+                // a failed one is dropped, and closes.
+                if conn.healthy() {
+                    conn.give_back();
+                }
+                return Err(e);
+            }
+        };
+        if got.is_none() {
+            conn.give_back();
+            return Ok(None);
+        }
+        if self.opts.keepalive {
+            st.tied = Some(conn);
+            return Ok(got);
+        }
+        let untied = conn
+            .call(
+                &p::untie_cmd(&self.name, &self.owner, &self.opts),
+                self.call_timeout(),
+            )
+            .and_then(|v| p::int(&v));
+        if conn.healthy() {
+            conn.give_back();
+        }
+        match untied {
+            Ok(0) => Err(Error::LockLost(format!(
+                "lock {:?} was gone before the acquisition completed",
+                self.name
+            ))),
+            Ok(_) => Ok(got),
+            Err(e) => Err(e),
+        }
     }
 
     fn reenter(self: &Arc<Self>, st: &mut State) -> Result<LockGuard> {
         let cmd = p::acquire_cmd(&self.name, &self.owner, &self.opts, Wait::No);
-        let v: Value = match st.tied.as_mut() {
-            Some(tied) if self.opts.keepalive => tied_call(tied, |c| cmd.query(c)),
-            _ => self.on_control(st, |c| cmd.query(c)),
-        }
-        .inspect_err(|e| {
-            if matches!(e, Error::LockLost(_)) {
-                self.forget(st);
+        let v = match self.on_tied_or_pool(st, &cmd) {
+            Ok(v) => v,
+            Err(e) => {
+                if matches!(e, Error::LockLost(_)) {
+                    self.stop(st, Some(e.to_string()), e.is_connection_failure());
+                }
+                return Err(e);
             }
-        })?;
-        let got = p::parse_acquire(&v, self.opts.token)?;
-        match got {
+        };
+        match p::parse_acquire(&v, self.opts.token)? {
             Some((count, token)) if count == st.holds + 1 => {
                 st.holds = count;
                 Ok(self.guard(token))
@@ -243,13 +296,18 @@ impl Inner {
                 // Our holds were lost meanwhile: the section they protect is
                 // compromised. Give back any fresh hold and say so.
                 if other.is_some() {
-                    self.drop_unread_grant(st);
+                    let _ = self.pool.call(
+                        self.key(),
+                        &p::release_cmd(&self.name, &self.owner),
+                        self.call_timeout(),
+                    );
                 }
-                self.forget(st);
-                Err(Error::LockLost(format!(
+                let why = format!(
                     "lock {:?} was lost while held by {:?} (re-entry found it gone)",
                     self.name, self.owner
-                )))
+                );
+                self.stop(st, Some(why.clone()), false);
+                Err(Error::LockLost(why))
             }
         }
     }
@@ -257,152 +315,175 @@ impl Inner {
     fn release_one(&self) -> Result<u64> {
         let mut st = self.state();
         let cmd = p::release_cmd(&self.name, &self.owner);
-        let result: Result<i64> = match st.tied.as_mut() {
-            Some(tied) if self.opts.keepalive => tied_call(tied, |c| cmd.query(c)),
-            _ => self.on_control(&mut st, |c| cmd.query(c)),
-        };
-        match result {
+        match self.on_tied_or_pool(&mut st, &cmd).and_then(|v| p::int(&v)) {
             Ok(left) => {
                 st.holds = left as u64;
                 if left == 0 {
-                    self.forget(&mut st);
+                    self.stop(&mut st, None, false);
                 }
                 Ok(left as u64)
             }
             Err(e) => {
                 if matches!(e, Error::LockLost(_)) {
-                    self.forget(&mut st);
+                    let close = st.tied.as_ref().is_some_and(|t| !t.healthy());
+                    self.stop(&mut st, Some(e.to_string()), close);
                 }
                 Err(e)
             }
         }
     }
 
-    fn renew(&self) -> Result<()> {
+    fn renew(self: &Arc<Self>) -> Result<()> {
         let mut st = self.state();
         let cmd = p::renew_cmd(&self.name, &self.owner, &self.opts, self.opts.keepalive);
-        let renewed: i64 = if self.opts.keepalive {
-            if st.tied.is_none() {
-                st.tied = Some(self.connect(p::response_timeout(Wait::No, &self.opts))?);
+        let renewed = if self.opts.keepalive && st.tied.is_none() {
+            let mut conn = Dedicated::new(&self.pool, self.key())?;
+            let r = conn
+                .call(&cmd, self.call_timeout())
+                .and_then(|v| p::int(&v));
+            match r {
+                Ok(n) if n != 0 => {
+                    // Held, and now tied to this connection: watch it.
+                    self.stop(&mut st, None, false);
+                    st.tied = Some(conn);
+                    st.holds = st.holds.max(1);
+                    self.lost.store(false, Ordering::SeqCst);
+                    self.start_watch(&mut st);
+                    Ok(n)
+                }
+                other => {
+                    if conn.healthy() {
+                        conn.give_back();
+                    }
+                    other
+                }
             }
-            tied_call(st.tied.as_mut().expect("just set"), |c| cmd.query(c))
         } else {
-            self.on_control(&mut st, |c| cmd.query(c))
-        }
-        .inspect_err(|e| {
+            self.on_tied_or_pool(&mut st, &cmd).and_then(|v| p::int(&v))
+        };
+        let renewed = renewed.inspect_err(|e| {
             if matches!(e, Error::LockLost(_)) {
-                self.forget(&mut st);
+                self.stop(&mut st, Some(e.to_string()), e.is_connection_failure());
             }
         })?;
         if renewed == 0 {
-            self.forget(&mut st);
-            return Err(Error::LockLost(format!(
+            let why = format!(
                 "lock {:?} is not held by {:?} any more",
                 self.name, self.owner
-            )));
+            );
+            self.stop(&mut st, Some(why.clone()), false);
+            return Err(Error::LockLost(why));
         }
         Ok(())
     }
 
-    fn on_control<T>(
-        &self,
-        st: &mut State,
-        f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>,
-    ) -> Result<T> {
-        if st.control.is_none() {
-            st.control = Some(self.connect(p::response_timeout(Wait::No, &self.opts))?);
-        }
-        let result = f(st.control.as_mut().expect("just set"));
-        if let Err(e) = &result
-            && (e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error())
-        {
-            st.control = None; // reconnect next time
-        }
-        result.map_err(Error::from)
-    }
-
-    /// Back to not holding: stop the watchdog, close the tie.
-    fn forget(&self, st: &mut State) {
-        st.holds = 0;
-        st.tied = None;
-        st.watchdog = None;
-    }
-}
-
-/// A call on the KEEPALIVE connection: if the connection itself fails, the
-/// tie is gone, and with it (the server released it) the lock.
-fn tied_call<T>(
-    conn: &mut Connection,
-    f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>,
-) -> Result<T> {
-    f(conn).map_err(|e| {
-        if e.is_io_error() || e.is_connection_dropped() || e.is_timeout() {
-            Error::LockLost(format!("its KEEPALIVE connection failed: {e}"))
-        } else {
-            Error::from(e)
-        }
-    })
-}
-
-/// keepalive off: renews every third of the lease on its own connection;
-/// stops when dropped; sets `lost` when LOCK.RENEW answers 0.
-struct Watchdog {
-    stop: Option<mpsc::Sender<()>>,
-    stopped: Arc<AtomicBool>,
-}
-
-impl Watchdog {
-    fn start(inner: &Inner) -> Watchdog {
-        let (tx, rx) = mpsc::channel::<()>();
-        let stopped = Arc::new(AtomicBool::new(false));
-        let (client, lost, stopped2) = (
-            inner.client.clone(),
-            Arc::clone(&inner.lost),
-            Arc::clone(&stopped),
-        );
-        let cmd = p::renew_cmd(&inner.name, &inner.owner, &inner.opts, false);
-        let interval = inner.opts.lease / 3;
-        let timeout = p::response_timeout(Wait::No, &inner.opts);
-        std::thread::Builder::new()
-            .name("hashlock-watchdog".into())
-            .spawn(move || {
-                let mut conn: Option<Connection> = None;
-                loop {
-                    match rx.recv_timeout(interval) {
-                        Err(RecvTimeoutError::Timeout) => {}
-                        _ => return,
-                    }
-                    if conn.is_none() {
-                        conn = client.get_connection_with_timeout(CONNECT_TIMEOUT).ok();
-                        if let Some(c) = &conn {
-                            let _ = c.set_read_timeout(timeout);
-                        }
-                    }
-                    let Some(c) = conn.as_mut() else { continue };
-                    match cmd.query::<i64>(c) {
-                        Ok(0) => {
-                            if !stopped2.load(Ordering::SeqCst) {
-                                lost.store(true, Ordering::SeqCst);
-                            }
-                            return;
-                        }
-                        Ok(_) => {}
-                        // Transient: the lease is the safety net until the next try.
-                        Err(_) => conn = None,
-                    }
+    /// A call on the tied connection (keepalive) or a pooled one. A failure
+    /// of the tied connection itself is a lost lock: the tie is gone, and
+    /// with it (the server released it) the lock.
+    fn on_tied_or_pool(&self, st: &mut State, cmd: &redis::Cmd) -> Result<Value> {
+        match st.tied.as_mut() {
+            Some(tied) if self.opts.keepalive => tied.call(cmd, self.call_timeout()).map_err(|e| {
+                if e.is_connection_failure() {
+                    Error::LockLost(format!("its KEEPALIVE connection failed: {e}"))
+                } else {
+                    e
                 }
-            })
-            .expect("spawning the watchdog thread");
-        Watchdog {
-            stop: Some(tx),
-            stopped,
+            }),
+            _ => self.pool.call(self.key(), cmd, self.call_timeout()),
         }
+    }
+
+    // -- loss detection ---------------------------------------------------
+
+    fn start_watch(self: &Arc<Self>, st: &mut State) {
+        if st.watch.is_some() {
+            return;
+        }
+        let fd = st.tied.as_ref().and_then(Dedicated::fd);
+        let me: Arc<dyn Watched> = Arc::clone(self) as Arc<dyn Watched>;
+        let interval = (self.opts.lease / 3).max(Duration::from_millis(1));
+        st.watch = Some(monitor().add(Arc::downgrade(&me), fd, interval));
+    }
+
+    /// Back to not holding: stop watching; the tied connection goes back to
+    /// the pool, or is closed (`close`: it failed or ended). `lost`: why the
+    /// lock was lost, if it was.
+    fn stop(&self, st: &mut State, lost: Option<String>, close: bool) {
+        if let Some(id) = st.watch.take() {
+            monitor().remove(id);
+        }
+        st.holds = 0;
+        if let Some(mut tied) = st.tied.take() {
+            if close || !tied.healthy() {
+                tied.close();
+            } else {
+                tied.give_back();
+            }
+        }
+        if let Some(why) = lost {
+            *self.lost_reason.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+            self.lost.store(true, Ordering::SeqCst);
+        }
+    }
+
+    fn lose(&self, st: &mut State, why: String, close: bool) {
+        self.stop(
+            st,
+            Some(format!(
+                "lock {:?} held by {:?} was lost: {why}",
+                self.name, self.owner
+            )),
+            close,
+        );
     }
 }
 
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        self.stopped.store(true, Ordering::SeqCst);
-        self.stop.take(); // disconnects the channel: the thread ends
+impl Watched for Inner {
+    fn check(&self, id: u64) -> bool {
+        let mut st = self.state();
+        if st.watch != Some(id) {
+            return false;
+        }
+        let keepalive = self.opts.keepalive && st.tied.is_some();
+        let cmd = p::renew_cmd(&self.name, &self.owner, &self.opts, keepalive);
+        let result = if keepalive {
+            let tied = st.tied.as_mut().expect("checked");
+            let before = tied.fd();
+            let r = tied.call(&cmd, self.call_timeout());
+            if tied.fd() != before {
+                monitor().set_fd(id, tied.fd()); // it followed a MOVED
+            }
+            r
+        } else {
+            self.pool.call(self.key(), &cmd, self.call_timeout())
+        };
+        match result.and_then(|v| p::int(&v)) {
+            Ok(0) => {
+                self.lose(&mut st, "a check (LOCK.RENEW) found it gone".into(), false);
+                false
+            }
+            Ok(_) => true,
+            Err(e) if keepalive && e.is_connection_failure() => {
+                self.lose(
+                    &mut st,
+                    format!("its KEEPALIVE connection failed ({e})"),
+                    true,
+                );
+                false
+            }
+            Err(_) => true, // transient: tried again at the next turn
+        }
+    }
+
+    fn readable(&self, id: u64) -> bool {
+        let mut st = self.state();
+        if st.watch != Some(id) {
+            return false;
+        }
+        if st.tied.as_ref().is_some_and(Dedicated::idle_and_open) {
+            return true; // a reply the owner has read by now
+        }
+        self.lose(&mut st, "its KEEPALIVE connection ended".into(), true);
+        false
     }
 }

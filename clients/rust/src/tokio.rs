@@ -1,30 +1,34 @@
-//! The async [`Lock`] for tokio, on redis-rs multiplexed connections.
+//! The async [`Lock`] for tokio.
 //!
-//! Drop behaviour: a [`LockGuard`] should be given back with
-//! `guard.release().await`. A guard dropped without it spawns that release
-//! on the current tokio runtime (errors ignored); dropped outside any
-//! runtime it cannot, and the hold lasts until the `Lock` and all its
-//! guards are gone (with KEEPALIVE the lock's connection then closes and
-//! the server releases the lock; without, the watchdog stops and the lease
-//! runs out).
-//!
-//! Cancelling a waiting acquire (dropping its future, e.g. in
-//! `tokio::time::timeout` or `select!`) drops its connection, so the server
-//! removes the waiter and never grants it the lock.
+//! Cancellation:
+//! - Cancelling a waiting acquire (dropping its future, e.g. in
+//!   `tokio::time::timeout` or `select!`) drops its connection, so the
+//!   server removes the waiter; the wait is tied to that connection
+//!   (KEEPALIVE), so a grant already on its way is released with it.
+//! - `guard.release().await` is cancellation-safe: the release runs in a
+//!   task of its own, which finishes even if the future awaiting it is
+//!   dropped, and the `Lock`'s next operation waits for it.
+//! - A guard dropped without `release()` spawns that release on the current
+//!   runtime (errors ignored). Dropped outside any runtime it cannot: the
+//!   hold then lasts until the `Lock` and its guards are gone (with
+//!   KEEPALIVE the lock's connection then closes and the server releases
+//!   the lock; without, the lease runs out).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, Client, Value};
-use tokio::sync::{Mutex, MutexGuard};
+use redis::Value;
+use tokio::sync::{Mutex, MutexGuard, oneshot, watch};
 use tokio::task::JoinHandle;
 
+use crate::aio::{Dedicated, Pool};
 use crate::error::{Error, Result};
 use crate::protocol::{self as p, LockInfo, Options, Wait};
+use crate::target::Target;
 
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// What [`Lock::try_acquire`] and [`Lock::acquire_timeout`] give.
+pub type Acquired = crate::Acquired<LockGuard>;
 
 /// See [`crate::sync::Lock`]: the same rules, async. One `Lock` is one
 /// owner: give each task its own.
@@ -33,7 +37,7 @@ pub struct Lock {
 }
 
 struct Inner {
-    client: Client,
+    pool: Arc<Pool>,
     name: String,
     owner: String,
     opts: Options,
@@ -41,17 +45,22 @@ struct Inner {
     /// one Lock never interleave.
     state: Mutex<State>,
     lost: AtomicBool,
-    /// A release given back by a cancelled wait: awaited before the next
-    /// operation, so it cannot drop a hold taken after it.
-    cleanup: std::sync::Mutex<Option<JoinHandle<()>>>,
+    lost_reason: std::sync::Mutex<Option<String>>,
+    /// true while the last hold is lost (for [`Lock::lost`]).
+    lost_tx: watch::Sender<bool>,
+    /// Releases running in tasks of their own (a `release()` whose future may
+    /// have been dropped, a dropped guard): awaited before the next
+    /// operation, so they cannot drop a hold taken after them.
+    pending: std::sync::Mutex<Vec<JoinHandle<()>>>,
 }
 
 #[derive(Default)]
 struct State {
     holds: u64,
-    tied: Option<MultiplexedConnection>,
-    control: Option<MultiplexedConnection>,
-    watchdog: Option<AbortOnDrop>,
+    tied: Option<Dedicated>,
+    watch: Option<AbortOnDrop>,
+    /// Which hold the watch task is watching.
+    generation: u64,
 }
 
 struct AbortOnDrop(JoinHandle<()>);
@@ -71,20 +80,25 @@ pub struct LockGuard {
 }
 
 impl Lock {
-    pub fn new(client: Client, name: impl Into<String>, opts: Options) -> Lock {
+    /// A lock on `name` on `target`: a `redis::Client` (one server) or a
+    /// [`Target::cluster`].
+    pub fn new(target: impl Into<Target>, name: impl Into<String>, opts: Options) -> Lock {
+        let target = target.into();
         let owner = opts
             .owner
             .clone()
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         Lock {
             inner: Arc::new(Inner {
-                client,
+                pool: Pool::for_target(&target),
                 name: name.into(),
                 owner,
                 opts,
                 state: Mutex::new(State::default()),
                 lost: AtomicBool::new(false),
-                cleanup: std::sync::Mutex::new(None),
+                lost_reason: std::sync::Mutex::new(None),
+                lost_tx: watch::channel(false).0,
+                pending: std::sync::Mutex::new(Vec::new()),
             }),
         }
     }
@@ -97,29 +111,34 @@ impl Lock {
         &self.inner.owner
     }
 
-    pub async fn try_acquire(&self) -> Result<Option<LockGuard>> {
+    pub async fn try_acquire(&self) -> Result<Acquired> {
         self.inner.acquire(Wait::No).await
     }
 
     pub async fn acquire(&self) -> Result<LockGuard> {
         match self.inner.acquire(Wait::Forever).await? {
-            Some(g) => Ok(g),
-            None => Err(Error::Redis(redis::RedisError::from((
+            Acquired::Held(g) => Ok(g),
+            Acquired::NotAcquired => Err(Error::Redis(redis::RedisError::from((
                 redis::ErrorKind::UnexpectedReturnType,
                 "the server ended the wait without the lock (LOCK.ACQUIRE ... BLOCK 0 answered nil, e.g. CLIENT UNBLOCK)",
             )))),
         }
     }
 
-    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<LockGuard>> {
+    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Acquired> {
         self.inner.acquire(Wait::For(timeout)).await
     }
 
     pub async fn info(&self) -> Result<Option<LockInfo>> {
-        let mut st = self.inner.lock_state().await;
-        let v: Value = self
+        self.inner.settle().await;
+        let v = self
             .inner
-            .on_control(&mut st, p::info_cmd(&self.inner.name))
+            .pool
+            .call(
+                self.inner.key(),
+                &p::info_cmd(&self.inner.name),
+                self.inner.call_timeout(),
+            )
             .await?;
         p::parse_info(&v)
     }
@@ -128,8 +147,26 @@ impl Lock {
         self.inner.renew().await
     }
 
+    /// True once the lock this object held was found lost, until the next
+    /// successful acquisition (see [`crate::sync::Lock::is_lost`]).
     pub fn is_lost(&self) -> bool {
         self.inner.lost.load(Ordering::SeqCst)
+    }
+
+    /// Why the lock was found lost, while [`Lock::is_lost`].
+    pub fn lost_reason(&self) -> Option<String> {
+        self.inner
+            .lost_reason
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Resolves when the held lock is found lost (at once if it already
+    /// is): for `select!` against the work it protects.
+    pub async fn lost(&self) {
+        let mut rx = self.inner.lost_tx.subscribe();
+        let _ = rx.wait_for(|lost| *lost).await;
     }
 }
 
@@ -139,117 +176,69 @@ impl LockGuard {
     }
 
     /// Gives this hold back; returns the holds left (0 = released).
+    /// Cancellation-safe: the release runs in a task of its own and
+    /// completes even if this future is dropped.
     pub async fn release(mut self) -> Result<u64> {
         self.released = true;
-        self.inner.release_one().await
+        let (tx, rx) = oneshot::channel();
+        let inner = Arc::clone(&self.inner);
+        self.inner.spawn_pending(async move {
+            let _ = tx.send(inner.release_one().await);
+        });
+        rx.await.unwrap_or_else(|_| {
+            Err(Error::Redis(redis::RedisError::from((
+                redis::ErrorKind::Io,
+                "the release task ended without an answer (its runtime shut down)",
+            ))))
+        })
     }
 }
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        if self.released {
+        if self.released || tokio::runtime::Handle::try_current().is_err() {
             return;
         }
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            let inner = Arc::clone(&self.inner);
-            rt.spawn(async move {
-                let _ = inner.release_one().await;
-            });
-        }
-    }
-}
-
-fn is_connection_failure(e: &redis::RedisError) -> bool {
-    e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_unrecoverable_error()
-}
-
-/// Disarmed when a wait ends normally; if the wait's future is dropped
-/// (cancelled) after its command went out, gives back a grant that may sit
-/// unread in the dropped connection.
-struct UnreadGrant {
-    inner: Option<Arc<Inner>>,
-}
-
-impl Drop for UnreadGrant {
-    fn drop(&mut self) {
-        let Some(inner) = self.inner.take() else {
-            return;
-        };
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let task_inner = Arc::clone(&inner);
-        let task = rt.spawn(async move { task_inner.drop_unread_grant().await });
-        *inner.cleanup.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
+        let inner = Arc::clone(&self.inner);
+        self.inner.spawn_pending(async move {
+            let _ = inner.release_one().await;
+        });
     }
 }
 
 impl Inner {
-    async fn lock_state(&self) -> MutexGuard<'_, State> {
-        let pending = self
-            .cleanup
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
-        if let Some(task) = pending {
-            let _ = task.await;
-        }
-        self.state.lock().await
+    fn key(&self) -> &[u8] {
+        self.name.as_bytes()
     }
 
-    async fn connect(&self, response_timeout: Option<Duration>) -> Result<MultiplexedConnection> {
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(CONNECT_TIMEOUT))
-            .set_response_timeout(response_timeout);
-        Ok(self
-            .client
-            .get_multiplexed_async_connection_with_config(&config)
-            .await?)
+    fn call_timeout(&self) -> Option<Duration> {
+        p::response_timeout(Wait::No, &self.opts)
     }
 
-    async fn control(&self, st: &mut State) -> Result<MultiplexedConnection> {
-        if st.control.is_none() {
-            st.control = Some(
-                self.connect(p::response_timeout(Wait::No, &self.opts))
-                    .await?,
-            );
-        }
-        Ok(st.control.clone().expect("just set"))
+    /// Runs `f` in a task the next operation waits for.
+    fn spawn_pending(&self, f: impl std::future::Future<Output = ()> + Send + 'static) {
+        let task = tokio::spawn(f);
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        pending.retain(|t| !t.is_finished());
+        pending.push(task);
     }
 
-    /// A call on the control connection; a failed connection is replaced
-    /// next time.
-    async fn on_control<T: redis::FromRedisValue>(
-        &self,
-        st: &mut State,
-        cmd: redis::Cmd,
-    ) -> Result<T> {
-        let mut c = self.control(st).await?;
-        match cmd.query_async(&mut c).await {
-            Ok(v) => Ok(v),
-            Err(e) => {
-                if is_connection_failure(&e) {
-                    st.control = None;
+    /// Waits for the releases running in the background.
+    async fn settle(&self) {
+        loop {
+            let task = self.pending.lock().unwrap_or_else(|e| e.into_inner()).pop();
+            match task {
+                Some(t) => {
+                    let _ = t.await;
                 }
-                Err(e.into())
+                None => return,
             }
         }
     }
 
-    /// A call on the KEEPALIVE connection: if it fails, the tie and with
-    /// it the lock are gone.
-    async fn on_tied<T: redis::FromRedisValue>(
-        &self,
-        mut conn: MultiplexedConnection,
-        cmd: redis::Cmd,
-    ) -> Result<T> {
-        cmd.query_async(&mut conn).await.map_err(|e| {
-            if is_connection_failure(&e) {
-                Error::LockLost(format!("its KEEPALIVE connection failed: {e}"))
-            } else {
-                Error::from(e)
-            }
-        })
+    async fn lock_state(&self) -> MutexGuard<'_, State> {
+        self.settle().await;
+        self.state.lock().await
     }
 
     fn guard(self: &Arc<Self>, token: Option<u64>) -> LockGuard {
@@ -260,73 +249,100 @@ impl Inner {
         }
     }
 
-    async fn acquire(self: &Arc<Self>, wait: Wait) -> Result<Option<LockGuard>> {
+    async fn acquire(self: &Arc<Self>, wait: Wait) -> Result<Acquired> {
         let mut st = self.lock_state().await;
         if st.holds > 0 {
-            return self.reenter(&mut st).await.map(Some);
+            return self.reenter(&mut st).await.map(Acquired::Held);
         }
-        let cmd = p::acquire_cmd(&self.name, &self.owner, &self.opts, wait);
-        let waits = wait.block_ms().is_some();
-        let got = if self.opts.keepalive || waits {
-            // A connection of its own with a response timeout longer than
-            // BLOCK; dropped (closed) unless it becomes the KEEPALIVE tie.
-            let mut conn = self.connect(p::response_timeout(wait, &self.opts)).await?;
-            let mut unread = UnreadGrant {
-                inner: (waits && !self.opts.keepalive).then(|| Arc::clone(self)),
-            };
-            let reply: redis::RedisResult<Value> = cmd.query_async(&mut conn).await;
-            let reply = match reply {
-                Ok(v) => {
-                    unread.inner = None;
-                    v
-                }
-                Err(e) => {
-                    if !is_connection_failure(&e) {
-                        unread.inner = None; // a server error: nothing was granted
-                    }
-                    drop(conn);
-                    drop(unread);
-                    return Err(e.into());
-                }
-            };
-            let got = p::parse_acquire(&reply, self.opts.token)?;
-            if got.is_some() && self.opts.keepalive {
-                st.tied = Some(conn);
-            }
-            got
+        let got = if self.opts.keepalive || wait.block_ms().is_some() {
+            self.acquire_dedicated(&mut st, wait).await?
         } else {
-            let v: Value = self.on_control(&mut st, cmd).await?;
+            let cmd = p::acquire_cmd(&self.name, &self.owner, &self.opts, wait);
+            let v = self
+                .pool
+                .call(self.key(), &cmd, self.call_timeout())
+                .await?;
             p::parse_acquire(&v, self.opts.token)?
         };
         let Some((count, token)) = got else {
-            return Ok(None);
+            return Ok(Acquired::NotAcquired);
         };
         st.holds = count;
         self.lost.store(false, Ordering::SeqCst);
-        if !self.opts.keepalive && st.watchdog.is_none() {
-            st.watchdog = Some(AbortOnDrop(tokio::spawn(watch(Arc::downgrade(self)))));
-        }
-        Ok(Some(self.guard(token)))
+        self.lost_tx.send_replace(false);
+        self.start_watch(&mut st);
+        Ok(Acquired::Held(self.guard(token)))
     }
 
-    async fn drop_unread_grant(&self) {
-        let mut st = self.state.lock().await;
-        let _: Result<Value> = self
-            .on_control(&mut st, p::release_cmd(&self.name, &self.owner))
-            .await;
+    /// See `sync::Inner::acquire_dedicated`: always tied while it waits, so
+    /// a cancelled wait (its connection dropped) never keeps a grant.
+    async fn acquire_dedicated(
+        &self,
+        st: &mut State,
+        wait: Wait,
+    ) -> Result<Option<(u64, Option<u64>)>> {
+        let mut conn = Dedicated::new(&self.pool, self.key()).await?;
+        let tied_opts = Options {
+            keepalive: true,
+            ..self.opts.clone()
+        };
+        let cmd = p::acquire_cmd(&self.name, &self.owner, &tied_opts, wait);
+        let got = match conn.call(&cmd, p::response_timeout(wait, &self.opts)).await {
+            Ok(v) => p::parse_acquire(&v, self.opts.token),
+            Err(e) => Err(e),
+        };
+        let got = match got {
+            Ok(g) => g,
+            Err(e) => {
+                if conn.is_open() && !e.is_connection_failure() {
+                    conn.give_back();
+                }
+                return Err(e);
+            }
+        };
+        if got.is_none() {
+            conn.give_back();
+            return Ok(None);
+        }
+        if self.opts.keepalive {
+            st.tied = Some(conn);
+            return Ok(got);
+        }
+        let untied = match conn
+            .call(
+                &p::untie_cmd(&self.name, &self.owner, &self.opts),
+                self.call_timeout(),
+            )
+            .await
+        {
+            Ok(v) => p::int(&v),
+            Err(e) => Err(e),
+        };
+        if conn.is_open() {
+            conn.give_back();
+        }
+        match untied {
+            Ok(0) => Err(Error::LockLost(format!(
+                "lock {:?} was gone before the acquisition completed",
+                self.name
+            ))),
+            Ok(_) => Ok(got),
+            Err(e) => Err(e),
+        }
     }
 
     async fn reenter(self: &Arc<Self>, st: &mut State) -> Result<LockGuard> {
         let cmd = p::acquire_cmd(&self.name, &self.owner, &self.opts, Wait::No);
-        let result: Result<Value> = match st.tied.clone() {
-            Some(tied) if self.opts.keepalive => self.on_tied(tied, cmd).await,
-            _ => self.on_control(st, cmd).await,
-        };
-        let v = result.inspect_err(|e| {
-            if matches!(e, Error::LockLost(_)) {
-                forget(st);
+        let v = match self.on_tied_or_pool(st, &cmd).await {
+            Ok(v) => v,
+            Err(e) => {
+                if matches!(e, Error::LockLost(_)) {
+                    let close = e.is_connection_failure();
+                    self.stop(st, Some(e.to_string()), close);
+                }
+                return Err(e);
             }
-        })?;
+        };
         match p::parse_acquire(&v, self.opts.token)? {
             Some((count, token)) if count == st.holds + 1 => {
                 st.holds = count;
@@ -334,112 +350,246 @@ impl Inner {
             }
             other => {
                 if other.is_some() {
-                    let _: Result<Value> = self
-                        .on_control(st, p::release_cmd(&self.name, &self.owner))
+                    let _ = self
+                        .pool
+                        .call(
+                            self.key(),
+                            &p::release_cmd(&self.name, &self.owner),
+                            self.call_timeout(),
+                        )
                         .await;
                 }
-                forget(st);
-                Err(Error::LockLost(format!(
+                let why = format!(
                     "lock {:?} was lost while held by {:?} (re-entry found it gone)",
                     self.name, self.owner
-                )))
+                );
+                self.stop(st, Some(why.clone()), false);
+                Err(Error::LockLost(why))
             }
         }
     }
 
+    /// One release, on the state directly (it runs as a pending task itself).
     async fn release_one(&self) -> Result<u64> {
-        let mut st = self.lock_state().await;
+        let mut st = self.state.lock().await;
         let cmd = p::release_cmd(&self.name, &self.owner);
-        let result: Result<i64> = match st.tied.clone() {
-            Some(tied) if self.opts.keepalive => self.on_tied(tied, cmd).await,
-            _ => self.on_control(&mut st, cmd).await,
-        };
-        match result {
+        match self
+            .on_tied_or_pool(&mut st, &cmd)
+            .await
+            .and_then(|v| p::int(&v))
+        {
             Ok(left) => {
                 st.holds = left as u64;
                 if left == 0 {
-                    forget(&mut st);
+                    self.stop(&mut st, None, false);
                 }
                 Ok(left as u64)
             }
             Err(e) => {
                 if matches!(e, Error::LockLost(_)) {
-                    forget(&mut st);
+                    let close = st.tied.as_ref().is_some_and(|t| !t.is_open());
+                    self.stop(&mut st, Some(e.to_string()), close);
                 }
                 Err(e)
             }
         }
     }
 
-    async fn renew(&self) -> Result<()> {
+    async fn renew(self: &Arc<Self>) -> Result<()> {
         let mut st = self.lock_state().await;
         let cmd = p::renew_cmd(&self.name, &self.owner, &self.opts, self.opts.keepalive);
-        let result: Result<i64> = if self.opts.keepalive {
-            if st.tied.is_none() {
-                st.tied = Some(
-                    self.connect(p::response_timeout(Wait::No, &self.opts))
-                        .await?,
-                );
+        let renewed = if self.opts.keepalive && st.tied.is_none() {
+            let mut conn = Dedicated::new(&self.pool, self.key()).await?;
+            let r = match conn.call(&cmd, self.call_timeout()).await {
+                Ok(v) => p::int(&v),
+                Err(e) => Err(e),
+            };
+            match r {
+                Ok(n) if n != 0 => {
+                    self.stop(&mut st, None, false);
+                    st.tied = Some(conn);
+                    st.holds = st.holds.max(1);
+                    self.lost.store(false, Ordering::SeqCst);
+                    self.lost_tx.send_replace(false);
+                    self.start_watch(&mut st);
+                    Ok(n)
+                }
+                other => {
+                    if conn.is_open() {
+                        conn.give_back();
+                    }
+                    other
+                }
             }
-            let tied = st.tied.clone().expect("just set");
-            self.on_tied(tied, cmd).await
         } else {
-            self.on_control(&mut st, cmd).await
+            self.on_tied_or_pool(&mut st, &cmd)
+                .await
+                .and_then(|v| p::int(&v))
         };
-        let renewed = result.inspect_err(|e| {
-            if matches!(e, Error::LockLost(_)) {
-                forget(&mut st);
+        let renewed = match renewed {
+            Ok(n) => n,
+            Err(e) => {
+                if matches!(e, Error::LockLost(_)) {
+                    let close = e.is_connection_failure();
+                    self.stop(&mut st, Some(e.to_string()), close);
+                }
+                return Err(e);
             }
-        })?;
+        };
         if renewed == 0 {
-            forget(&mut st);
-            return Err(Error::LockLost(format!(
+            let why = format!(
                 "lock {:?} is not held by {:?} any more",
                 self.name, self.owner
-            )));
+            );
+            self.stop(&mut st, Some(why.clone()), false);
+            return Err(Error::LockLost(why));
         }
         Ok(())
     }
-}
 
-/// Back to not holding: stop the watchdog, close the tie.
-fn forget(st: &mut State) {
-    st.holds = 0;
-    st.tied = None;
-    st.watchdog = None;
-}
-
-/// keepalive off: renew every third of the lease; a 0 marks the lock lost.
-/// Holds only a weak reference, so a forgotten Lock does not live forever.
-async fn watch(inner: std::sync::Weak<Inner>) {
-    let Some(first) = inner.upgrade() else { return };
-    let interval = first.opts.lease / 3;
-    let cmd = p::renew_cmd(&first.name, &first.owner, &first.opts, false);
-    let timeout = p::response_timeout(Wait::No, &first.opts);
-    let client = first.client.clone();
-    drop(first);
-    let mut conn: Option<MultiplexedConnection> = None;
-    loop {
-        tokio::time::sleep(interval).await;
-        if conn.is_none() {
-            let config = AsyncConnectionConfig::new()
-                .set_connection_timeout(Some(CONNECT_TIMEOUT))
-                .set_response_timeout(timeout);
-            conn = client
-                .get_multiplexed_async_connection_with_config(&config)
-                .await
-                .ok();
+    /// A call on the tied connection (keepalive) or a pooled one; a failure
+    /// of the tied connection itself is a lost lock.
+    async fn on_tied_or_pool(&self, st: &mut State, cmd: &redis::Cmd) -> Result<Value> {
+        match st.tied.as_mut() {
+            Some(tied) if self.opts.keepalive => {
+                tied.call(cmd, self.call_timeout()).await.map_err(|e| {
+                    if e.is_connection_failure() {
+                        Error::LockLost(format!("its KEEPALIVE connection failed: {e}"))
+                    } else {
+                        e
+                    }
+                })
+            }
+            _ => self.pool.call(self.key(), cmd, self.call_timeout()).await,
         }
-        let Some(c) = conn.as_mut() else { continue };
-        match cmd.query_async::<i64>(c).await {
+    }
+
+    // -- loss detection ---------------------------------------------------
+
+    fn start_watch(self: &Arc<Self>, st: &mut State) {
+        if st.watch.is_some() {
+            return;
+        }
+        st.generation += 1;
+        let ended = st.tied.as_ref().and_then(Dedicated::ended);
+        let interval = (self.opts.lease / 3).max(Duration::from_millis(1));
+        st.watch = Some(AbortOnDrop(tokio::spawn(watch_hold(
+            Arc::downgrade(self),
+            st.generation,
+            ended,
+            interval,
+        ))));
+    }
+
+    /// Back to not holding: stop watching; the tied connection goes back to
+    /// the pool, or is closed (`close`). `lost`: why it was lost, if it was.
+    fn stop(&self, st: &mut State, lost: Option<String>, close: bool) {
+        st.holds = 0;
+        if let Some(mut tied) = st.tied.take() {
+            if close || !tied.is_open() {
+                tied.close();
+            } else {
+                tied.give_back();
+            }
+        }
+        if let Some(why) = lost {
+            *self.lost_reason.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+            self.lost.store(true, Ordering::SeqCst);
+            self.lost_tx.send_replace(true);
+        }
+        // Last: this may be the watch task itself, which then ends at its
+        // next await.
+        st.watch = None;
+    }
+
+    fn lose(&self, st: &mut State, why: &str, close: bool) {
+        self.stop(
+            st,
+            Some(format!(
+                "lock {:?} held by {:?} was lost: {why}",
+                self.name, self.owner
+            )),
+            close,
+        );
+    }
+
+    /// The periodic check; false: stop watching.
+    async fn check(&self, generation: u64, ended: &mut Option<watch::Receiver<bool>>) -> bool {
+        let mut st = self.state.lock().await;
+        if st.generation != generation || st.watch.is_none() {
+            return false;
+        }
+        let keepalive = self.opts.keepalive && st.tied.is_some();
+        let cmd = p::renew_cmd(&self.name, &self.owner, &self.opts, keepalive);
+        let result = if keepalive {
+            let tied = st.tied.as_mut().expect("checked");
+            let r = tied.call(&cmd, self.call_timeout()).await;
+            // It may have followed a MOVED: watch the new connection's end.
+            *ended = tied.ended();
+            r
+        } else {
+            self.pool.call(self.key(), &cmd, self.call_timeout()).await
+        };
+        match result.and_then(|v| p::int(&v)) {
             Ok(0) => {
+                self.lose(&mut st, "a check (LOCK.RENEW) found it gone", false);
+                false
+            }
+            Ok(_) => true,
+            Err(e) if keepalive && e.is_connection_failure() => {
+                self.lose(
+                    &mut st,
+                    &format!("its KEEPALIVE connection failed ({e})"),
+                    true,
+                );
+                false
+            }
+            Err(_) => true, // transient: tried again at the next turn
+        }
+    }
+
+    async fn connection_ended(&self, generation: u64) {
+        let mut st = self.state.lock().await;
+        if st.generation == generation && st.watch.is_some() {
+            self.lose(&mut st, "its KEEPALIVE connection ended", true);
+        }
+    }
+}
+
+/// Resolves when the connection ends (never without one).
+async fn ended_of(ended: &mut Option<watch::Receiver<bool>>) {
+    match ended {
+        Some(rx) => {
+            if rx.wait_for(|e| *e).await.is_err() {
+                // The driver is gone (its runtime shut down): as good as ended.
+            }
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// Watches one hold: its connection's end at once, a check every interval.
+/// Holds only a weak reference, so a forgotten Lock does not live forever.
+async fn watch_hold(
+    inner: std::sync::Weak<Inner>,
+    generation: u64,
+    mut ended: Option<watch::Receiver<bool>>,
+    interval: Duration,
+) {
+    loop {
+        tokio::select! {
+            _ = ended_of(&mut ended) => {
                 if let Some(inner) = inner.upgrade() {
-                    inner.lost.store(true, Ordering::SeqCst);
+                    inner.connection_ended(generation).await;
                 }
                 return;
             }
-            Ok(_) => {}
-            Err(_) => conn = None, // transient: the lease is the safety net
+            _ = tokio::time::sleep(interval) => {
+                let Some(inner) = inner.upgrade() else { return };
+                if !inner.check(generation, &mut ended).await {
+                    return;
+                }
+            }
         }
     }
 }

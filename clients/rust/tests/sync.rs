@@ -22,8 +22,8 @@ fn acquire_reenter_release(keepalive: bool) {
             opts(keepalive).lease(Duration::from_secs(20)),
         );
         assert_eq!(lock.owner().len(), 36, "a UUID of its own");
-        let first = lock.try_acquire().unwrap().expect("free lock");
-        let second = lock.try_acquire().unwrap().expect("re-entry");
+        let first = lock.try_acquire().unwrap().into_guard().expect("free lock");
+        let second = lock.try_acquire().unwrap().into_guard().expect("re-entry");
         assert_eq!(lock.holds(), 2);
         let i = lock.info().unwrap().unwrap();
         assert_eq!((i.owner.as_str(), i.holds, i.waiters), (lock.owner(), 2, 0));
@@ -35,11 +35,12 @@ fn acquire_reenter_release(keepalive: bool) {
             "Redisson's layout"
         );
         let other = Lock::new(client(&s), &k, opts(keepalive));
-        assert!(other.try_acquire().unwrap().is_none());
+        assert!(other.try_acquire().unwrap().into_guard().is_none());
         assert!(
             other
                 .acquire_timeout(Duration::from_millis(50))
                 .unwrap()
+                .into_guard()
                 .is_none()
         );
         assert_eq!(second.release().unwrap(), 1);
@@ -72,6 +73,7 @@ fn block_hands_off(keepalive: bool) {
                 waiter
                     .acquire_timeout(WAIT)
                     .unwrap()
+                    .into_guard()
                     .map(|g| g.release().unwrap())
             });
             assert!(wait_until(WAIT, || waiters(&mut a, &k) == 1));
@@ -100,13 +102,14 @@ fn server_side_timeout_returns_none_and_leaves_the_queue() {
         let mut a = admin(&s);
         let k = key("timeout");
         let holder = Lock::new(client(&s), &k, opts(false));
-        let _held = holder.try_acquire().unwrap().unwrap();
+        let _held = holder.try_acquire().unwrap().into_guard().unwrap();
         let waiter = Lock::new(client(&s), &k, opts(false));
         let started = Instant::now();
         assert!(
             waiter
                 .acquire_timeout(Duration::from_millis(300))
                 .unwrap()
+                .into_guard()
                 .is_none()
         );
         assert!(started.elapsed() >= Duration::from_millis(290));
@@ -141,7 +144,7 @@ fn errors_are_typed() {
         let _: () = redis::cmd("DEL").arg(&k).query(&mut a).unwrap();
 
         // Lost while held: release and re-entry are loud.
-        let g = lock.try_acquire().unwrap().unwrap();
+        let g = lock.try_acquire().unwrap().into_guard().unwrap();
         let forced: i64 = redis::cmd("LOCK.FORCERELEASE")
             .arg(&k)
             .query(&mut a)
@@ -152,13 +155,13 @@ fn errors_are_typed() {
             matches!(e, Error::LockLost(ref m) if m.starts_with("NOTOWNER")),
             "{e}"
         );
-        let g = lock.try_acquire().unwrap().unwrap();
+        let g = lock.try_acquire().unwrap().into_guard().unwrap();
         let _: i64 = redis::cmd("LOCK.FORCERELEASE")
             .arg(&k)
             .query(&mut a)
             .unwrap();
         let other = Lock::new(client(&s), &k, opts(false));
-        let og = other.try_acquire().unwrap().unwrap();
+        let og = other.try_acquire().unwrap().into_guard().unwrap();
         assert!(matches!(lock.try_acquire(), Err(Error::LockLost(_))));
         assert_eq!(og.release().unwrap(), 0);
         std::mem::forget(g); // its hold is gone already
@@ -199,9 +202,9 @@ fn redisson_interop(keepalive: bool) {
         let redisson_owner = "1b8d0b36-6a52-4a47-9d6b-0fcb3d7b1a1e:1";
         assert_eq!(redisson_try_lock(&mut a, &k, redisson_owner), None);
         let lock = Lock::new(client(&s), &k, opts(keepalive));
-        assert!(lock.try_acquire().unwrap().is_none());
+        assert!(lock.try_acquire().unwrap().into_guard().is_none());
         std::thread::scope(|scope| {
-            let t = scope.spawn(|| lock.acquire_timeout(WAIT).unwrap());
+            let t = scope.spawn(|| lock.acquire_timeout(WAIT).unwrap().into_guard());
             assert!(wait_until(WAIT, || waiters(&mut a, &k) == 1));
             // Redisson's unlock script serves our waiter.
             assert_eq!(redisson_unlock(&mut a, &k, redisson_owner), Some(1));
@@ -215,7 +218,7 @@ fn redisson_interop(keepalive: bool) {
         assert_eq!(redisson_try_lock(&mut a, &k, redisson_owner), None);
         // Redisson's owner id re-enters Redisson's lock.
         let same = Lock::new(client(&s), &k, opts(false).owner(redisson_owner));
-        let g = same.try_acquire().unwrap().unwrap();
+        let g = same.try_acquire().unwrap().into_guard().unwrap();
         assert_eq!(same.holds(), 2);
         assert_eq!(redisson_unlock(&mut a, &k, redisson_owner), Some(0));
         assert_eq!(g.release().unwrap(), 0);
@@ -265,7 +268,12 @@ fn module_feature_keepalive_killed_holder_hands_on_at_once() {
         assert_eq!(i.keepalive, Some(true));
         let waiter = Lock::new(client(&s), &k, opts(true));
         let took = std::thread::scope(|scope| {
-            let t = scope.spawn(|| waiter.acquire_timeout(Duration::from_secs(25)).unwrap());
+            let t = scope.spawn(|| {
+                waiter
+                    .acquire_timeout(Duration::from_secs(25))
+                    .unwrap()
+                    .into_guard()
+            });
             assert!(wait_until(WAIT, || waiters(&mut a, &k) == 1));
             let killed = Instant::now();
             holder.kill().unwrap(); // SIGKILL
@@ -292,7 +300,7 @@ fn module_feature_token() {
         let g1 = lock.acquire().unwrap();
         let t1 = g1.token().expect("a token");
         assert!(t1 > 0);
-        let g2 = lock.try_acquire().unwrap().unwrap();
+        let g2 = lock.try_acquire().unwrap().into_guard().unwrap();
         let t2 = g2.token().unwrap();
         assert!(t2 > t1, "re-entry issues a new token");
         assert_eq!(info(&mut a, &k).unwrap().token, Some(t2));
@@ -334,7 +342,7 @@ fn info_in_resp3() {
         let resp3 =
             redis::Client::open(format!("redis://127.0.0.1:{}/?protocol=resp3", s.port)).unwrap();
         let lock = Lock::new(resp3, &k, opts(false));
-        let g = lock.try_acquire().unwrap().unwrap();
+        let g = lock.try_acquire().unwrap().into_guard().unwrap();
         let i = lock.info().unwrap().unwrap();
         assert_eq!((i.owner.as_str(), i.holds, i.waiters), (lock.owner(), 1, 0));
         assert_eq!(g.release().unwrap(), 0);

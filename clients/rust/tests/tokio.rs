@@ -26,12 +26,17 @@ async fn acquire_hand_off_release(keepalive: bool) {
         let k = key("tokio-basic");
         let holder = Lock::new(client(&s), &k, opts(keepalive));
         let g1 = holder.acquire().await.unwrap();
-        let g2 = holder.try_acquire().await.unwrap().expect("re-entry");
+        let g2 = holder
+            .try_acquire()
+            .await
+            .unwrap()
+            .into_guard()
+            .expect("re-entry");
         assert_eq!(holder.info().await.unwrap().unwrap().holds, 2);
         let waiter = Lock::new(client(&s), &k, opts(keepalive));
-        assert!(waiter.try_acquire().await.unwrap().is_none());
+        assert!(waiter.try_acquire().await.unwrap().into_guard().is_none());
         let waiting = tokio::spawn(async move {
-            let g = waiter.acquire_timeout(WAIT).await.unwrap();
+            let g = waiter.acquire_timeout(WAIT).await.unwrap().into_guard();
             (g, waiter)
         });
         assert!(until_async(|| waiters(&mut a, &k) == 1).await);
@@ -92,7 +97,12 @@ async fn cancelled_wait_is_never_granted(keepalive: bool) {
             "{kind}: nobody was granted the lock"
         );
         // The Lock is usable afterwards.
-        let g = waiter.try_acquire().await.unwrap().expect("free");
+        let g = waiter
+            .try_acquire()
+            .await
+            .unwrap()
+            .into_guard()
+            .expect("free");
         assert_eq!(g.release().await.unwrap(), 0);
     }
 }
@@ -117,8 +127,12 @@ async fn tokio_wait_outlasts_redis_rs_response_timeout() {
         let holder = Lock::new(client(&s), &k, opts(false));
         let held = holder.acquire().await.unwrap();
         let waiter = Lock::new(client(&s), &k, opts(false));
-        let waiting =
-            tokio::spawn(async move { waiter.acquire_timeout(WAIT).await.map(|g| g.is_some()) });
+        let waiting = tokio::spawn(async move {
+            waiter
+                .acquire_timeout(WAIT)
+                .await
+                .map(|g| g.into_guard().is_some())
+        });
         tokio::time::sleep(Duration::from_millis(1500)).await;
         assert_eq!(held.release().await.unwrap(), 0);
         assert!(waiting.await.unwrap().unwrap(), "{kind}");
@@ -185,7 +199,7 @@ async fn module_feature_tokio_token() {
         let k = key("tokio-token");
         let lock = Lock::new(client(&s), &k, opts(true).token(true));
         let g1 = lock.acquire().await.unwrap();
-        let g2 = lock.try_acquire().await.unwrap().unwrap();
+        let g2 = lock.try_acquire().await.unwrap().into_guard().unwrap();
         assert!(g2.token().unwrap() > g1.token().unwrap());
         assert_eq!(lock.info().await.unwrap().unwrap().token, g2.token());
         g2.release().await.unwrap();

@@ -9,7 +9,7 @@
 
 from ._protocol import DEFAULT_LEASE_MS, LockInfo
 from ._sync import Lock
-from .errors import HashlockError, LockLost, NoReplicas, NotAcquired, NotLock, NotOwner, WrongType
+from .errors import HashlockError, LockLost, ModuleNotLoaded, NoReplicas, NotAcquired, NotLock, NotOwner, WrongType
 
 __all__ = [
     "DEFAULT_LEASE_MS",
@@ -17,6 +17,7 @@ __all__ = [
     "Lock",
     "LockInfo",
     "LockLost",
+    "ModuleNotLoaded",
     "NoReplicas",
     "NotAcquired",
     "NotLock",

@@ -1,10 +1,12 @@
 """What hashlock.Lock and hashlock.asyncio.Lock share: the options, the
-owner, the holds and how an acquire reply updates them. No I/O here."""
+owner, the holds, how an acquire reply updates them, and the lost state.
+No I/O here."""
 
 import uuid
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from . import _protocol as p
+from .errors import LockLost
 
 
 class LockBase:
@@ -20,6 +22,7 @@ class LockBase:
         token: bool = False,
         replicas: Any = None,
         owner: Optional[str] = None,
+        on_lost: Optional[Callable[[LockLost], Any]] = None,
     ) -> None:
         if int(lease_ms) <= 0:
             raise ValueError("lease_ms must be a positive number of milliseconds")
@@ -30,18 +33,27 @@ class LockBase:
         self.use_token = token
         self.replicas = p.replicas_option(replicas)
         self.owner = owner if owner is not None else str(uuid.uuid4())
+        #: Called (on the library's monitor thread, or as an asyncio callback)
+        #: with a LockLost when a held lock is found lost.
+        self.on_lost = on_lost
         #: The fencing token of the latest acquisition (token=True), else None.
         self.token: Optional[int] = None
         self._holds = 0
-        # The lock's own connection while KEEPALIVE-tied, else None.
+        # The lock's own connection while held on it (KEEPALIVE), else None.
         self._tied: Any = None
-        # The watchdog (thread or task) while keepalive=False and held.
-        self._watchdog: Any = None
-        self._lost = False
+        # The loss watch of the current hold, else None.
+        self._watch: Any = None
+        self._lost: Optional[LockLost] = None
 
-    def _acquire_args(self, block: Optional[int]):
+    def _acquire_args(self, block: Optional[int], keepalive: Optional[bool] = None):
         return p.acquire_args(
-            self.name, self.owner, self.lease_ms, self.keepalive, self.use_token, self.replicas, block
+            self.name,
+            self.owner,
+            self.lease_ms,
+            self.keepalive if keepalive is None else keepalive,
+            self.use_token,
+            self.replicas,
+            block,
         )
 
     def _take(self, reply: Any) -> Optional[int]:
@@ -52,6 +64,13 @@ class LockBase:
             self.token = token
         return count
 
+    def _check_interval(self) -> float:
+        """Seconds between the checks of a held lock: a third of the lease."""
+        return self.lease_ms / 3000
+
+    def _lost_error(self, why: str) -> LockLost:
+        return LockLost(f"lock {self.name!r} held by {self.owner!r} was lost: {why}")
+
     @property
     def holds(self) -> int:
         """Holds this object has taken and not released, as last seen."""
@@ -59,7 +78,14 @@ class LockBase:
 
     @property
     def lost(self) -> bool:
-        """True once the watchdog (keepalive=False) found the lock gone."""
+        """True once the lock this object held was found lost (its KEEPALIVE
+        connection closed or failed, or a check or renewal found it gone),
+        until the next successful acquire."""
+        return self._lost is not None
+
+    @property
+    def lost_reason(self) -> Optional[LockLost]:
+        """The LockLost describing the loss, while `lost` is True."""
         return self._lost
 
     def __repr__(self) -> str:

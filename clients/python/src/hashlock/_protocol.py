@@ -93,6 +93,16 @@ def renew_args(name, owner, lease_ms, keepalive, replicas) -> List[Any]:
     return args
 
 
+def untie_args(name, owner, lease_ms) -> List[Any]:
+    """keepalive=False after a wait: the wait was tied to its connection
+    (KEEPALIVE), so that a grant on its way to a wait abandoned on the client
+    side is released by the server when the connection closes; once the
+    grant is read, this makes it a plain lease again. REPLICAS 0: the grant
+    itself was acknowledged as asked; a lost untie only shortens the lease
+    to the grant's."""
+    return ["LOCK.RENEW", name, owner, "PX", lease_ms, "REPLICAS", 0, DEFAULT_REPLICAS_TIMEOUT_MS]
+
+
 def parse_acquire(reply: Any, token: bool) -> Tuple[Optional[int], Optional[int]]:
     """(hold count or None when busy, fencing token or None)."""
     if reply is None:

@@ -1,13 +1,13 @@
 """hashlock.Lock: the lock object for redis.Redis and redis.RedisCluster."""
 
-import threading
 from typing import Any, Optional
 
 from redis.exceptions import ConnectionError, ResponseError, TimeoutError
 
 from . import _protocol as p
 from ._base import LockBase
-from ._connection import Dedicated
+from ._connection import Dedicated, pool_for
+from ._watch import Watch, monitor
 from .errors import LockLost, NotAcquired, translate
 
 
@@ -16,11 +16,16 @@ class Lock(LockBase):
     client. One Lock object is one owner: give each thread (or process) its
     own Lock object, as Redisson gives each thread its own owner id.
 
-    keepalive=True (the default) ties the lock to a connection of the lock's
-    own, and the server renews the lease while that connection is open and
-    releases the lock the moment it closes (process killed, network gone);
-    no watchdog runs. keepalive=False runs a watchdog thread instead, which
-    renews the lease every third of it while the lock is held.
+    keepalive=True (the default) ties the lock to a connection of the
+    library's own, and the server renews the lease while that connection is
+    open and releases the lock the moment it closes (process killed, network
+    gone). keepalive=False renews the lease from the library every third of
+    it instead (a watchdog).
+
+    Either way the library's monitor thread watches the held lock and sets
+    `lost` (and calls `on_lost`) as soon as it finds it gone: at once when
+    its KEEPALIVE connection closes, and at the check every third of the
+    lease otherwise (a FORCERELEASE, a lapsed lease, a failover).
     """
 
     # -- acquiring ---------------------------------------------------------
@@ -35,74 +40,88 @@ class Lock(LockBase):
         block = p.block_ms(blocking, timeout)
         if self._holds > 0:
             return self._reenter()
-        args = self._acquire_args(block)
-        if self.keepalive:
-            count = self._acquire_tied(args, block)
-        elif block is None:
-            count = self._acquire_pooled(args)
+        if self.keepalive or block is not None:
+            count = self._acquire_dedicated(block)
         else:
-            count = self._acquire_waiting(args, block)
+            count = self._take(self._execute(self._acquire_args(None)))
         if count is None:
             return False
         self._holds = count
-        self._lost = False
-        if not self.keepalive:
-            self._start_watchdog()
+        self._lost = None
+        self._start_watch()
         return True
 
-    def _acquire_tied(self, args, block: Optional[int]) -> Optional[int]:
-        conn = Dedicated(self._client, self.name)
-        count = None
+    def _acquire_dedicated(self, block: Optional[int]) -> Optional[int]:
+        """An acquire on a connection of the library's own. It is always
+        tied (KEEPALIVE): should the wait end on the client side, closing the
+        connection takes its queue entry off the server and releases a grant
+        that was already on its way. keepalive=False unties it once the
+        grant is read; a connection that ends holding nothing goes back to
+        the pool."""
+        pool, address = pool_for(self._client, self.name)
+        conn = Dedicated(pool, address)
         try:
-            count = self._take(self._translated(conn.call, args, p.socket_timeout(block, self.replicas, conn.default_timeout)))
-        finally:
-            # Without a grant the connection goes: closing it leaves the
-            # queue. With one, it is the lock's life line.
-            if count is None:
-                conn.close()
-        self._tied = conn
-        return count
-
-    def _acquire_pooled(self, args) -> Optional[int]:
-        return self._take(self._execute(args))
-
-    def _acquire_waiting(self, args, block: int) -> Optional[int]:
-        conn = Dedicated(self._client, self.name)
-        try:
-            return self._take(self._translated(conn.call, args, p.socket_timeout(block, self.replicas, conn.default_timeout)))
+            reply = self._translated(
+                conn.call,
+                self._acquire_args(block, keepalive=True),
+                p.socket_timeout(block, self.replicas, conn.default_timeout),
+            )
+            count = self._take(reply)
+            if count is not None and not self.keepalive:
+                untied = self._translated(
+                    conn.call,
+                    p.untie_args(self.name, self.owner, self.lease_ms),
+                    p.socket_timeout(None, None, conn.default_timeout),
+                )
+                if not int(untied):
+                    conn.give_back()
+                    raise self._lost_error("gone before the acquisition completed")
+        except ResponseError:
+            # An error reply changed nothing; the connection is clean.
+            conn.give_back()
+            raise
         except BaseException:
             conn.close()
-            if conn.sent:
-                self._drop_unread_grant()
             raise
-        finally:
-            conn.close()
-
-    def _drop_unread_grant(self) -> None:
-        """The wait was abandoned after the command was sent: the server may
-        have granted the lock just before the connection closed, in a reply
-        nobody read. Give that hold back (NOTOWNER if there was none)."""
-        try:
-            self._client.execute_command("LOCK.RELEASE", self.name, self.owner)
-        except Exception:
-            pass
+        if count is None or not self.keepalive:
+            conn.give_back()
+        else:
+            self._tied = conn
+        return count
 
     def _reenter(self) -> bool:
         args = self._acquire_args(None)
-        if self.keepalive and self._tied is not None:
-            reply = self._on_tied(args)
+        watch = self._watch
+        if self._tied is not None and watch is not None:
+            with watch.mutex:
+                if not watch.active:
+                    raise self._lost or self._lost_error("found lost")
+                try:
+                    reply = self._on_tied(args)
+                except LockLost as lost:
+                    self._stop(lost, close=True)
+                    raise
         else:
             reply = self._execute(args)
         count = self._take(reply)
         if count == self._holds + 1:
             self._holds = count
             return True
-        # Our holds were lost meanwhile (lease ran out, force release):
-        # the section they protect is compromised; say so.
+        # Our holds were lost meanwhile (lease ran out, force release): the
+        # section they protect is compromised; say so.
         if count is not None:
-            self._drop_unread_grant()
-        self._forget()
-        raise LockLost(f"lock {self.name!r} was lost while held by {self.owner!r} (re-entry found it gone)")
+            self._give_back_grant()
+        lost = self._lost_error("re-entry found it gone")
+        self._stop(lost)
+        raise lost
+
+    def _give_back_grant(self) -> None:
+        """A re-entry found the lock gone and took it afresh: that new hold is
+        not what the caller asked for. Give it back (NOTOWNER if none)."""
+        try:
+            self._client.execute_command("LOCK.RELEASE", self.name, self.owner)
+        except Exception:
+            pass
 
     # -- holding -----------------------------------------------------------
 
@@ -110,17 +129,31 @@ class Lock(LockBase):
         """Drops one hold; returns the holds left (0 = released). Raises
         LockLost if this owner no longer holds the lock."""
         args = ["LOCK.RELEASE", self.name, self.owner]
+        watch = self._watch
+        if self._tied is not None and watch is not None:
+            with watch.mutex:
+                if watch.active:
+                    last = self._holds == 1
+                    if last:
+                        # Its reply would wake the monitor for nothing: the
+                        # hold (normally) ends with it.
+                        monitor().remove(watch)
+                    left = self._release_on(args, tied=True)
+                    if last and self._watch is watch and watch.active:
+                        monitor().add(watch)  # still held after all
+                    return left
+        return self._release_on(args, tied=False)
+
+    def _release_on(self, args, tied: bool) -> int:
         try:
-            if self.keepalive and self._tied is not None:
-                left = int(self._on_tied(args))
-            else:
-                left = int(self._execute(args))
-        except LockLost:
-            self._forget()
+            left = int(self._on_tied(args) if tied else self._execute(args))
+        except LockLost as lost:
+            # NOTOWNER leaves the connection clean; a failed one is closed.
+            self._stop(lost, close=not isinstance(lost.__cause__, ResponseError))
             raise
         self._holds = left
         if left == 0:
-            self._forget()
+            self._stop(None)
         return left
 
     def renew(self) -> None:
@@ -128,15 +161,40 @@ class Lock(LockBase):
         lock to the lock's connection, e.g. after a failover). Raises
         LockLost if this owner no longer holds the lock."""
         args = p.renew_args(self.name, self.owner, self.lease_ms, self.keepalive, self.replicas)
-        if self.keepalive:
-            if self._tied is None:
-                self._tied = Dedicated(self._client, self.name)
-            renewed = self._on_tied(args)
+        watch = self._watch
+        if self.keepalive and self._tied is not None and watch is not None:
+            with watch.mutex:
+                try:
+                    renewed = self._on_tied(args) if watch.active else 0
+                except LockLost as lost:
+                    self._stop(lost, close=True)
+                    raise
+        elif self.keepalive:
+            pool, address = pool_for(self._client, self.name)
+            conn = Dedicated(pool, address)
+            try:
+                renewed = self._translated(conn.call, args, p.socket_timeout(None, self.replicas, conn.default_timeout))
+            except ResponseError:
+                conn.give_back()
+                raise
+            except BaseException:
+                conn.close()
+                raise
+            if int(renewed):
+                # Held and now tied to this connection: watch it.
+                self._stop(None)
+                self._tied = conn
+                self._holds = max(self._holds, 1)
+                self._lost = None
+                self._start_watch()
+            else:
+                conn.give_back()
         else:
             renewed = self._execute(args)
         if not int(renewed):
-            self._forget()
-            raise LockLost(f"lock {self.name!r} is not held by {self.owner!r} any more")
+            lost = self._lost_error("LOCK.RENEW found it gone")
+            self._stop(lost)
+            raise lost
 
     def locked(self) -> bool:
         """True if anyone holds the lock now."""
@@ -160,6 +218,75 @@ class Lock(LockBase):
     def __exit__(self, *exc: Any) -> None:
         self.release()
 
+    # -- loss detection ----------------------------------------------------
+
+    def _start_watch(self) -> None:
+        if self._watch is not None and self._watch.active:
+            return
+        tied = self._tied
+        self._watch = Watch(
+            sock=tied.sock if tied is not None else None,
+            interval=self._check_interval(),
+            check=self._check,
+            closed=lambda: self._lose(self._lost_error("its KEEPALIVE connection closed"), close=True),
+        )
+        monitor().add(self._watch)
+
+    def _check(self) -> None:
+        """The monitor's periodic check (under the watch's mutex): keepalive
+        re-ties and checks on the tied connection, the watchdog renews."""
+        watch = self._watch
+        if self.keepalive and self._tied is not None:
+            args = p.renew_args(self.name, self.owner, self.lease_ms, True, self.replicas)
+            try:
+                renewed = self._translated(
+                    self._tied.call, args, p.socket_timeout(None, self.replicas, self._tied.default_timeout)
+                )
+            except (ConnectionError, TimeoutError, OSError) as e:
+                self._lose(self._lost_error(f"its KEEPALIVE connection failed ({e})"), close=True)
+                return
+            if watch is not None and self._tied is not None and watch.sock is not self._tied.sock:
+                # The check followed a MOVED: watch the new node's connection.
+                monitor().remove(watch)
+                watch.sock = self._tied.sock
+                monitor().add(watch)
+        else:
+            args = p.renew_args(self.name, self.owner, self.lease_ms, False, self.replicas)
+            try:
+                renewed = self._client.execute_command(*args)
+            except (ConnectionError, TimeoutError, OSError):
+                return  # transient: the lease is the safety net until the next try
+        if not int(renewed):
+            self._lose(self._lost_error("LOCK.RENEW found it gone"))
+
+    def _lose(self, lost: LockLost, close: bool = False) -> None:
+        """The held lock is gone: report it (lost, on_lost)."""
+        if self._watch is None or not self._watch.active:
+            return
+        self._stop(lost, close)
+        if self.on_lost is not None:
+            try:
+                self.on_lost(lost)
+            except Exception:
+                pass
+
+    def _stop(self, lost: Optional[LockLost], close: bool = False) -> None:
+        """Back to not holding. The tied connection goes back to the pool (it
+        holds nothing now), unless `close`: the connection itself failed."""
+        watch, self._watch = self._watch, None
+        if watch is not None:
+            watch.active = False
+            monitor().remove(watch)
+        self._holds = 0
+        if lost is not None:
+            self._lost = lost
+        tied, self._tied = self._tied, None
+        if tied is not None:
+            if close:
+                tied.close()
+            else:
+                tied.give_back()
+
     # -- plumbing ----------------------------------------------------------
 
     def _execute(self, args) -> Any:
@@ -172,8 +299,17 @@ class Lock(LockBase):
         except (ConnectionError, TimeoutError) as e:
             # The tie is the connection: without it the server has released
             # the lock (or will, once it notices).
-            self._forget()
-            raise LockLost(f"lock {self.name!r}: its KEEPALIVE connection failed ({e})") from e
+            raise self._lost_error(f"its KEEPALIVE connection failed ({e})") from e
+        except ResponseError:
+            raise
+        except BaseException:
+            # Interrupted mid-call (KeyboardInterrupt): the reply would be read
+            # by the next call. Closing the connection releases the tied lock
+            # on the server (what an interrupted release wanted; for anything
+            # else a loss).
+            releasing = args[0] == "LOCK.RELEASE"
+            self._stop(None if releasing else self._lost_error("a call on it was interrupted"), close=True)
+            raise
 
     @staticmethod
     def _translated(fn, *args) -> Any:
@@ -184,43 +320,3 @@ class Lock(LockBase):
             if typed is e:
                 raise
             raise typed from e
-
-    def _forget(self) -> None:
-        """Back to not holding: stop the watchdog, drop the tie."""
-        self._holds = 0
-        if self._watchdog is not None:
-            self._watchdog.stop()
-            self._watchdog = None
-        if self._tied is not None:
-            self._tied.close()
-            self._tied = None
-
-    def _start_watchdog(self) -> None:
-        if self._watchdog is None:
-            self._watchdog = _Watchdog(self)
-            self._watchdog.start()
-
-
-class _Watchdog(threading.Thread):
-    """keepalive=False only: renews the lease every third of it; marks the
-    lock lost (lock.lost) when LOCK.RENEW answers 0."""
-
-    def __init__(self, lock: Lock) -> None:
-        super().__init__(name=f"hashlock-watchdog-{lock.name!r}", daemon=True)
-        self._lock = lock
-        self._stopped = threading.Event()
-        self._args = p.renew_args(lock.name, lock.owner, lock.lease_ms, False, lock.replicas)
-
-    def stop(self) -> None:
-        self._stopped.set()
-
-    def run(self) -> None:
-        interval = self._lock.lease_ms / 3000
-        while not self._stopped.wait(interval):
-            try:
-                renewed = self._lock._client.execute_command(*self._args)
-            except Exception:
-                continue  # transient; the lease is the safety net until the next try
-            if not int(renewed) and not self._stopped.is_set():
-                self._lock._lost = True
-                return

@@ -3,166 +3,93 @@
 talks to the server is a coroutine.
 
 Cancelling a waiting acquire() (asyncio.wait_for, TaskGroup, timeout())
-closes its connection at once, so the server drops the waiter; it is never
-granted the lock afterwards.
+closes its connection at once, so the server drops the waiter; a grant that
+was already on its way is released by the server with the connection (the
+wait is tied to it), so the cancelled waiter never keeps the lock.
 """
 
-import asyncio
-from typing import Any, Dict, List, Optional, Tuple, Type
+from typing import Any, Optional
 
-from redis.backoff import NoBackoff
-from redis.exceptions import AskError, ConnectionError, MovedError, ResponseError, TimeoutError
-from redis.asyncio.retry import Retry
+from redis.exceptions import ConnectionError, ResponseError, TimeoutError
 
 from . import _protocol as p
+from ._aio import Dedicated, Watch, pool_for
 from ._base import LockBase
-from ._connection import MAX_REDIRECTS
 from .errors import LockLost, NotAcquired, translate
 
 __all__ = ["Lock"]
 
 
-def _connection_factory(client: Any, name: Any) -> Tuple[Type, Dict[str, Any]]:
-    get_node = getattr(client, "get_node_from_key", None)
-    if get_node is not None:
-        node = get_node(name)
-        return node.connection_class, dict(node.connection_kwargs)
-    pool = client.connection_pool
-    return pool.connection_class, dict(pool.connection_kwargs)
-
-
-class _Dedicated:
-    """asyncio twin of hashlock._connection.Dedicated."""
-
-    @classmethod
-    async def open(cls, client: Any, name: Any) -> "_Dedicated":
-        # An asyncio RedisCluster learns its slot map on first use.
-        initialize = getattr(client, "initialize", None)
-        if initialize is not None:
-            await initialize()
-        return cls(client, name)
-
-    def __init__(self, client: Any, name: Any) -> None:
-        self._cls, self._kwargs = _connection_factory(client, name)
-        self.default_timeout: Optional[float] = self._kwargs.get("socket_timeout")
-        self._kwargs.update(retry=Retry(NoBackoff(), 0), retry_on_timeout=False, retry_on_error=[])
-        self._conn = None
-        self._asking = False
-        self.sent = False
-
-    async def call(self, args: List[Any], timeout: Optional[float]) -> Any:
-        redirects = 0
-        while True:
-            if self._conn is None:
-                self._conn = self._cls(**self._kwargs)
-                await self._conn.connect()
-            conn = self._conn
-            # None = no limit (redis-py: the attribute is read per call).
-            conn.socket_timeout = timeout
-            try:
-                if self._asking:
-                    await conn.send_command("ASKING")
-                    await conn.read_response()
-                await conn.send_command(*args)
-                self.sent = True
-                return await conn.read_response()
-            except (MovedError, AskError) as redirect:
-                redirects += 1
-                if redirects > MAX_REDIRECTS:
-                    raise
-                self.abort()
-                self._kwargs.update(host=redirect.host, port=redirect.port)
-                self._asking = isinstance(redirect, AskError)
-                self.sent = False
-
-    def abort(self) -> None:
-        """Closes the socket now, without awaiting anything: usable while
-        the task is being cancelled."""
-        conn, self._conn = self._conn, None
-        if conn is None:
-            return
-        writer = getattr(conn, "_writer", None)
-        if writer is not None:
-            writer.transport.abort()
-        try:
-            conn._close() if hasattr(conn, "_close") else None
-        except Exception:
-            pass
-
-
 class Lock(LockBase):
     """See hashlock.Lock: one Lock object is one owner; give each task its
-    own. keepalive=False runs a watchdog task instead of tying the lock to
-    the lock's connection."""
+    own. A held lock is watched by a task of the library's: `lost` turns
+    True (and `on_lost` is called) when it is found gone."""
 
     _public_name = "hashlock.asyncio.Lock"
-    # The task releasing a lock whose grant arrived after a cancelled wait.
-    _cleanup: Optional[asyncio.Task] = None
 
     async def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
         """See hashlock.Lock.acquire."""
-        await self._settle()
         block = p.block_ms(blocking, timeout)
         if self._holds > 0:
             return await self._reenter()
-        args = self._acquire_args(block)
-        if self.keepalive:
-            count = await self._acquire_tied(args, block)
-        elif block is None:
-            count = self._take(await self._execute(args))
+        if self.keepalive or block is not None:
+            count = await self._acquire_dedicated(block)
         else:
-            count = await self._acquire_waiting(args, block)
+            count = self._take(await self._execute(self._acquire_args(None)))
         if count is None:
             return False
         self._holds = count
-        self._lost = False
-        if not self.keepalive and self._watchdog is None:
-            self._watchdog = asyncio.ensure_future(self._watch())
+        self._lost = None
+        self._start_watch()
         return True
 
-    async def _acquire_tied(self, args, block: Optional[int]) -> Optional[int]:
-        conn = await _Dedicated.open(self._client, self.name)
-        count = None
+    async def _acquire_dedicated(self, block: Optional[int]) -> Optional[int]:
+        """See hashlock.Lock._acquire_dedicated: tied while it waits, so a
+        cancelled wait (the connection aborted) never keeps a grant."""
+        pool, address = await pool_for(self._client, self.name)
+        conn = Dedicated(pool, address)
         try:
-            reply = await self._translated(conn.call(args, p.socket_timeout(block, self.replicas, conn.default_timeout)))
+            reply = await self._translated(
+                conn.call(
+                    self._acquire_args(block, keepalive=True),
+                    p.socket_timeout(block, self.replicas, conn.default_timeout),
+                )
+            )
             count = self._take(reply)
-        finally:
-            if count is None:
-                conn.abort()
-        self._tied = conn
-        return count
-
-    async def _acquire_waiting(self, args, block: int) -> Optional[int]:
-        conn = await _Dedicated.open(self._client, self.name)
-        try:
-            reply = await self._translated(conn.call(args, p.socket_timeout(block, self.replicas, conn.default_timeout)))
+            if count is not None and not self.keepalive:
+                untied = await self._translated(
+                    conn.call(
+                        p.untie_args(self.name, self.owner, self.lease_ms),
+                        p.socket_timeout(None, None, conn.default_timeout),
+                    )
+                )
+                if not int(untied):
+                    conn.give_back()
+                    raise self._lost_error("gone before the acquisition completed")
+        except ResponseError:
+            conn.give_back()
+            raise
         except BaseException:
             conn.abort()
-            if conn.sent:
-                # A grant may sit unread in the closed socket; give it back
-                # in the background (a cancelled task cannot await), and
-                # make the next call on this lock wait for that first.
-                self._cleanup = asyncio.ensure_future(self._drop_unread_grant())
             raise
-        finally:
-            conn.abort()
-        return self._take(reply)
-
-    async def _drop_unread_grant(self) -> None:
-        try:
-            await self._client.execute_command("LOCK.RELEASE", self.name, self.owner)
-        except Exception:
-            pass
-
-    async def _settle(self) -> None:
-        cleanup, self._cleanup = self._cleanup, None
-        if cleanup is not None:
-            await cleanup
+        if count is None or not self.keepalive:
+            conn.give_back()
+        else:
+            self._tied = conn
+        return count
 
     async def _reenter(self) -> bool:
         args = self._acquire_args(None)
-        if self.keepalive and self._tied is not None:
-            reply = await self._on_tied(args)
+        watch = self._watch
+        if self._tied is not None and watch is not None:
+            async with watch.mutex:
+                if not watch.active:
+                    raise self._lost or self._lost_error("found lost")
+                try:
+                    reply = await self._on_tied(args)
+                except LockLost as lost:
+                    self._stop(lost, close=True)
+                    raise
         else:
             reply = await self._execute(args)
         count = self._take(reply)
@@ -170,39 +97,73 @@ class Lock(LockBase):
             self._holds = count
             return True
         if count is not None:
-            await self._drop_unread_grant()
-        self._forget()
-        raise LockLost(f"lock {self.name!r} was lost while held by {self.owner!r} (re-entry found it gone)")
+            try:
+                await self._client.execute_command("LOCK.RELEASE", self.name, self.owner)
+            except Exception:
+                pass
+        lost = self._lost_error("re-entry found it gone")
+        self._stop(lost)
+        raise lost
 
     async def release(self) -> int:
         """See hashlock.Lock.release."""
-        await self._settle()
         args = ["LOCK.RELEASE", self.name, self.owner]
+        watch = self._watch
+        if self._tied is not None and watch is not None:
+            async with watch.mutex:
+                if watch.active:
+                    return await self._release_on(args, tied=True)
+        return await self._release_on(args, tied=False)
+
+    async def _release_on(self, args, tied: bool) -> int:
         try:
-            if self.keepalive and self._tied is not None:
-                left = int(await self._on_tied(args))
-            else:
-                left = int(await self._execute(args))
-        except LockLost:
-            self._forget()
+            left = int(await (self._on_tied(args) if tied else self._execute(args)))
+        except LockLost as lost:
+            self._stop(lost, close=not isinstance(lost.__cause__, ResponseError))
             raise
         self._holds = left
         if left == 0:
-            self._forget()
+            self._stop(None)
         return left
 
     async def renew(self) -> None:
         """See hashlock.Lock.renew."""
         args = p.renew_args(self.name, self.owner, self.lease_ms, self.keepalive, self.replicas)
-        if self.keepalive:
-            if self._tied is None:
-                self._tied = await _Dedicated.open(self._client, self.name)
-            renewed = await self._on_tied(args)
+        watch = self._watch
+        if self.keepalive and self._tied is not None and watch is not None:
+            async with watch.mutex:
+                try:
+                    renewed = await self._on_tied(args) if watch.active else 0
+                except LockLost as lost:
+                    self._stop(lost, close=True)
+                    raise
+        elif self.keepalive:
+            pool, address = await pool_for(self._client, self.name)
+            conn = Dedicated(pool, address)
+            try:
+                renewed = await self._translated(
+                    conn.call(args, p.socket_timeout(None, self.replicas, conn.default_timeout))
+                )
+            except ResponseError:
+                conn.give_back()
+                raise
+            except BaseException:
+                conn.abort()
+                raise
+            if int(renewed):
+                self._stop(None)
+                self._tied = conn
+                self._holds = max(self._holds, 1)
+                self._lost = None
+                self._start_watch()
+            else:
+                conn.give_back()
         else:
             renewed = await self._execute(args)
         if not int(renewed):
-            self._forget()
-            raise LockLost(f"lock {self.name!r} is not held by {self.owner!r} any more")
+            lost = self._lost_error("LOCK.RENEW found it gone")
+            self._stop(lost)
+            raise lost
 
     async def locked(self) -> bool:
         return await self.info() is not None
@@ -222,6 +183,66 @@ class Lock(LockBase):
     async def __aexit__(self, *exc: Any) -> None:
         await self.release()
 
+    # -- loss detection ----------------------------------------------------
+
+    def _start_watch(self) -> None:
+        if self._watch is not None and self._watch.active:
+            return
+        self._watch = Watch(
+            self._tied,
+            self._check_interval(),
+            self._check,
+            lambda: self._lose(self._lost_error("its KEEPALIVE connection closed"), close=True),
+        )
+
+    async def _check(self) -> None:
+        if self.keepalive and self._tied is not None:
+            args = p.renew_args(self.name, self.owner, self.lease_ms, True, self.replicas)
+            tied = self._tied
+            try:
+                renewed = await self._translated(
+                    tied.call(args, p.socket_timeout(None, self.replicas, tied.default_timeout))
+                )
+            except (ConnectionError, TimeoutError, OSError) as e:
+                self._lose(self._lost_error(f"its KEEPALIVE connection failed ({e})"), close=True)
+                return
+            if self._watch is not None:
+                self._watch.follow(tied)  # it may have followed a MOVED
+        else:
+            args = p.renew_args(self.name, self.owner, self.lease_ms, False, self.replicas)
+            try:
+                renewed = await self._client.execute_command(*args)
+            except (ConnectionError, TimeoutError, OSError):
+                return  # transient: the lease is the safety net until the next try
+        if not int(renewed):
+            self._lose(self._lost_error("LOCK.RENEW found it gone"))
+
+    def _lose(self, lost: LockLost, close: bool = False) -> None:
+        if self._watch is None or not self._watch.active:
+            return
+        self._stop(lost, close)
+        if self.on_lost is not None:
+            try:
+                self.on_lost(lost)
+            except Exception:
+                pass
+
+    def _stop(self, lost: Optional[LockLost], close: bool = False) -> None:
+        watch, self._watch = self._watch, None
+        if watch is not None:
+            watch.stop()
+        self._holds = 0
+        if lost is not None:
+            self._lost = lost
+        tied, self._tied = self._tied, None
+        if tied is not None:
+            if close:
+                tied.abort()
+            else:
+                tied.give_back()
+
+    # -- plumbing ----------------------------------------------------------
+
     async def _execute(self, args) -> Any:
         return await self._translated(self._client.execute_command(*args))
 
@@ -230,8 +251,16 @@ class Lock(LockBase):
         try:
             return await self._translated(conn.call(args, p.socket_timeout(None, self.replicas, conn.default_timeout)))
         except (ConnectionError, TimeoutError) as e:
-            self._forget()
-            raise LockLost(f"lock {self.name!r}: its KEEPALIVE connection failed ({e})") from e
+            raise self._lost_error(f"its KEEPALIVE connection failed ({e})") from e
+        except ResponseError:
+            raise
+        except BaseException:
+            # Cancelled mid-call: the reply would be read by the next call.
+            # Closing the connection releases the tied lock on the server
+            # (what a cancelled release wanted; for anything else a loss).
+            releasing = args[0] == "LOCK.RELEASE"
+            self._stop(None if releasing else self._lost_error("a call on it was cancelled"), close=True)
+            raise
 
     @staticmethod
     async def _translated(awaitable) -> Any:
@@ -242,27 +271,3 @@ class Lock(LockBase):
             if typed is e:
                 raise
             raise typed from e
-
-    def _forget(self) -> None:
-        self._holds = 0
-        watchdog, self._watchdog = self._watchdog, None
-        if watchdog is not None and watchdog is not asyncio.current_task():
-            watchdog.cancel()
-        if self._tied is not None:
-            self._tied.abort()
-            self._tied = None
-
-    async def _watch(self) -> None:
-        """keepalive=False only: renew every third of the lease."""
-        args = p.renew_args(self.name, self.owner, self.lease_ms, False, self.replicas)
-        me = asyncio.current_task()
-        while True:
-            await asyncio.sleep(self.lease_ms / 3000)
-            try:
-                renewed = await self._client.execute_command(*args)
-            except Exception:
-                continue
-            if not int(renewed) and self._watchdog is me:
-                self._lost = True
-                self._watchdog = None
-                return

@@ -35,6 +35,11 @@ class NoReplicas(HashlockError):
     was undone (NOREPLICAS)."""
 
 
+class ModuleNotLoaded(HashlockError):
+    """The server does not know LOCK.*: the hashlock module is not loaded
+    there (load it with `loadmodule` or `MODULE LOAD`)."""
+
+
 class NotAcquired(HashlockError):
     """`with lock:` ended its wait without the lock (the server answered
     nil, e.g. after CLIENT UNBLOCK)."""
@@ -48,9 +53,18 @@ _BY_CODE = {
 }
 
 
+def _unknown_lock_command(message: str) -> bool:
+    text = message[4:] if message.startswith("ERR ") else message
+    return text.lower().startswith("unknown command 'lock.")
+
+
 def translate(err: ResponseError) -> Exception:
     """The typed error for a server error reply, or the reply itself."""
     message = str(err)
+    if _unknown_lock_command(message):
+        typed = ModuleNotLoaded(f"the hashlock module is not loaded on this server ({message.strip()})")
+        typed.__cause__ = err
+        return typed
     cls = _BY_CODE.get(message.split(" ", 1)[0])
     if cls is None:
         return err

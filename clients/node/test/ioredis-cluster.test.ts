@@ -1,0 +1,3 @@
+import { defineClusterSuite } from './cluster';
+
+defineClusterSuite('ioredis');
