@@ -10,7 +10,8 @@
 #
 # Needs valgrind, redis-server, redis-cli, python3. REDIS_SERVER and
 # HASHLOCK_MODULE override the binaries (defaults: redis-server on PATH,
-# target/release/libhashlock.so).
+# target/release/libhashlock.so); MODULE_ARGS adds module arguments (e.g.
+# "hold-metrics 0").
 set -eu
 cd "$(dirname "$0")/.."
 N=${1:-20000}
@@ -26,7 +27,7 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 valgrind --tool=callgrind --collect-atstart=no --toggle-collect=processCommand \
     --callgrind-out-file="$dir/cg.out" \
     "$SERVER" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-    --dir "$dir" --logfile "$dir/server.log" --loadmodule "$MODULE" \
+    --dir "$dir" --logfile "$dir/server.log" --loadmodule "$MODULE" ${MODULE_ARGS:-} \
     >"$dir/valgrind.log" 2>&1 &
 vg=$!
 trap 'redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || kill "$vg" 2>/dev/null; wait "$vg" 2>/dev/null || true' EXIT

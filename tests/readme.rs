@@ -15,11 +15,17 @@
 //!     redis-cli splits them; there are no comments (a `#` would be sent).
 //!   - Every other line is the reply of the command above it, exactly as
 //!     redis-cli prints it on a terminal (RESP2). Two things may differ:
-//!     a TTL-like integer (LOCK.INFO's `ttl`, TTL/PTTL/...) shown positive
+//!     a TTL-like integer (LOCK.INFO's `ttl`, TTL/PTTL/..., every integer of
+//!     LOCK.WAITERS: client ids, ms waited and left) shown positive
 //!     matches any positive value, a fencing token (an integer of 10^15 or
 //!     more: tokens start from the server clock) matches any such token, and
 //!     a UUID matches any UUID (a generated owner; later commands that use
 //!     the shown UUID get the real one).
+//!   - `SUBSCRIBE`/`PSUBSCRIBE` on a terminal shows `Reading messages...
+//!     (press Ctrl-C to quit)` and the confirmations; from then on the
+//!     terminal takes no command, and the lines of its later blocks are the
+//!     messages it receives, in order: exactly those (one more arriving
+//!     within 300 ms of the session's end is an error).
 //!   - A command with no reply lines is still waiting (a BLOCK): it must not
 //!     be answered within 300 ms. Its reply is the first lines of a later
 //!     block of the same terminal that start without a command.
@@ -235,5 +241,71 @@ fn checker_refuses_what_a_reader_could_not_run() {
         sessions("<!-- readme-test: skip -->\n```\nredis> PING\nWRONG\n```\n")
             .unwrap()
             .is_empty()
+    );
+}
+
+/// A subscribed terminal: the messages shown are checked in order, a
+/// missing, wrong or extra message fails, and it takes no command.
+#[test]
+fn checker_follows_a_subscribed_terminal() {
+    let good = r#"
+```
+$ redis-cli -p 6380
+127.0.0.1:6380> CONFIG SET notify-keyspace-events Kd
+OK
+127.0.0.1:6380> SUBSCRIBE __keyspace@0__:k
+Reading messages... (press Ctrl-C to quit)
+1) "subscribe"
+2) "__keyspace@0__:k"
+3) (integer) 1
+```
+
+<!-- readme-test: continue terminal 2 -->
+```
+$ redis-cli -p 6380 LOCK.ACQUIRE k me PX 60000
+(integer) 1
+$ redis-cli -p 6380 LOCK.RELEASE k me
+(integer) 0
+```
+
+<!-- readme-test: continue terminal 1 -->
+```
+1) "message"
+2) "__keyspace@0__:k"
+3) "lock.acquired"
+1) "message"
+2) "__keyspace@0__:k"
+3) "lock.released"
+```
+"#;
+    play(good).unwrap_or_else(|e| panic!("{e}"));
+    let fails = |text: &str, why: &str| {
+        let e = play(text).expect_err(text);
+        assert!(e.contains(why), "expected `{why}` in: {e}");
+    };
+    // A wrong message.
+    fails(
+        &good.replacen("3) \"lock.released\"", "3) \"lock.expired\"", 1),
+        "3) \"lock.expired\"",
+    );
+    // A message the README does not show.
+    let cut = good.rfind("1) \"message\"").unwrap();
+    fails(
+        &format!("{}```\n", &good[..cut]),
+        "a message the README does not show",
+    );
+    // redis-cli's line first.
+    fails(
+        &good.replacen("Reading messages... (press Ctrl-C to quit)\n", "", 1),
+        "Reading messages",
+    );
+    // No command once subscribed.
+    fails(
+        &good.replacen(
+            "3) (integer) 1\n```",
+            "3) (integer) 1\n127.0.0.1:6380> PING\nPONG\n```",
+            1,
+        ),
+        "takes no command",
     );
 }

@@ -83,11 +83,17 @@ pub static KEEPALIVE_MIN_LEASE: Setting = Setting::new(
     MAX_DEFAULT_LEASE_MS,
 );
 
-pub static SETTINGS: [&Setting; 4] = [
+/// 1: every hold the module grants is timed (INFO lock's hold
+/// distributions); 0: not (a grant then costs ~3 % fewer instructions;
+/// lifecycle events still time holds, to fire `*.expired`).
+pub static HOLD_METRICS: Setting = Setting::new("hold-metrics", 1, 0, 1);
+
+pub static SETTINGS: [&Setting; 5] = [
     &DEFAULT_LEASE,
     &REPLICAS,
     &REPLICAS_TIMEOUT,
     &KEEPALIVE_MIN_LEASE,
+    &HOLD_METRICS,
 ];
 
 /// Refuses a KEEPALIVE lease shorter than renewals can keep alive.

@@ -42,6 +42,7 @@ thread_local! {
     static WATCHING_KEYSPACE: Cell<bool> = const { Cell::new(false) };
     static WATCHING_EVENT_LOOP: Cell<bool> = const { Cell::new(false) };
     static WATCHING_LEASE_SETS: Cell<bool> = const { Cell::new(false) };
+    static WATCHING_EXPIRIES: Cell<bool> = const { Cell::new(false) };
 }
 
 /// The module's handlers of keyspace and server events.
@@ -70,6 +71,32 @@ pub fn forget_subscriptions() {
     WATCHING_KEYSPACE.with(|w| w.set(false));
     WATCHING_EVENT_LOOP.with(|w| w.set(false));
     WATCHING_LEASE_SETS.with(|w| w.set(false));
+    WATCHING_EXPIRIES.with(|w| w.set(false));
+}
+
+/// The server's `expired` events, from the first hold granted while
+/// lifecycle events are on: a hold gone at its deadline fires `*.expired`
+/// only if its key really expired (not if DEL or a script removed it
+/// earlier). Expirations only, and only once lifecycle events were on: a
+/// server without them pays nothing.
+pub fn watch_expiries(ctx: Ctx) {
+    if WATCHING_EXPIRIES.with(Cell::get) {
+        return;
+    }
+    if hooks::subscribe_keyspace::<Expiries>(ctx, raw::REDISMODULE_NOTIFY_EXPIRED) {
+        WATCHING_EXPIRIES.with(|w| w.set(true));
+    }
+}
+
+struct Expiries;
+
+impl Hooks for Expiries {
+    fn keyspace(ctx: Ctx, _event: &CStr, key: &RStr) {
+        // Own expirations too: opening a lapsed key to check it expires it.
+        waiting::holds::key_expired(ctx.db(), key.as_ref(), ctx.now());
+    }
+
+    fn server(_ctx: Ctx, _event: ServerEvent<'_>) {}
 }
 
 /// Sorted-set writes, from the first SEMAPHORE.* command on: a Redisson

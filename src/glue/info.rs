@@ -62,6 +62,8 @@ fn info(sink: &mut InfoSink) {
         c"latch_awaits_answered",
         stats::LATCH_RELEASED_WAITERS.get(),
     );
+    // Leases that lapsed unseen become hold samples before they are shown.
+    holds::settle_unnamed(super::runtime::ffi::Ctx::module().now());
     sink.field(c"holds_tracked", holds::count() as u64);
     sink.section(c"metrics");
     for (family, f) in metrics::snapshot() {

@@ -55,6 +55,7 @@ pub fn load(ctx: Ctx, args: &[RStr]) -> Result<(), String> {
     lifecycle::refresh(ctx);
     metrics::refresh(ctx);
     holds::init(serve::lapse_check, serve::expired);
+    holds::init_expiries(events::watch_expiries);
     events::filter_commands(ctx)?;
     if !register::has_acl_categories() {
         ctx.log(

@@ -9,9 +9,10 @@ pub struct Line {
     pub ttl_like: bool,
 }
 
-/// `command` is the command's name, for TTL-like whole replies (PTTL, ...).
+/// `command` is the command's name, for TTL-like whole replies (PTTL, ...)
+/// and LOCK.WAITERS (client ids, ms waited, ms left: every integer in it).
 pub fn render(reply: &Reply, command: &[u8]) -> Vec<Line> {
-    let ttl_command = ["TTL", "PTTL", "EXPIRETIME", "PEXPIRETIME"]
+    let ttl_command = ["TTL", "PTTL", "EXPIRETIME", "PEXPIRETIME", "LOCK.WAITERS"]
         .iter()
         .any(|c| c.as_bytes().eq_ignore_ascii_case(command));
     let mut out = String::new();
@@ -48,22 +49,24 @@ fn format(r: &Reply, prefix: &str, ttl_like: bool, out: &mut String, flags: &mut
         Reply::Array(v) | Reply::Set(v) | Reply::Push(v) => {
             let sep = if matches!(r, Reply::Set(_)) { '~' } else { ')' };
             let items: Vec<(&Reply, Option<&Reply>)> = v.iter().map(|e| (e, None)).collect();
-            list(&items, sep, prefix, out, flags);
+            list(&items, sep, prefix, ttl_like, out, flags);
         }
         Reply::Map(pairs) => {
             let items: Vec<(&Reply, Option<&Reply>)> =
                 pairs.iter().map(|(k, v)| (k, Some(v))).collect();
-            list(&items, '#', prefix, out, flags);
+            list(&items, '#', prefix, ttl_like, out, flags);
         }
     }
 }
 
 /// redis-cli's numbered list: `1) a`, nested lists indented under their
-/// number; map entries print as `1# key => value`.
+/// number; map entries print as `1# key => value`. `all_ttl`: every
+/// integer in it is a time left (or another value examples cannot show).
 fn list(
     items: &[(&Reply, Option<&Reply>)],
     sep: char,
     prefix: &str,
+    all_ttl: bool,
     out: &mut String,
     flags: &mut Vec<bool>,
 ) {
@@ -86,7 +89,7 @@ fn list(
             i + 1
         ));
         match value {
-            None => format(item, &nested, previous_is_ttl_name, out, flags),
+            None => format(item, &nested, all_ttl || previous_is_ttl_name, out, flags),
             Some(v) => {
                 let mut key = String::new();
                 let mut key_flags = Vec::new();

@@ -15,11 +15,17 @@ const REPLY_WAIT: Duration = Duration::from_secs(10);
 /// How long a command the README shows as waiting must stay unanswered.
 const STILL_WAITING: Duration = Duration::from_millis(300);
 
-/// One redis-cli "terminal": its connection and the command it waits on.
+/// What an interactive redis-cli prints when it starts reading messages.
+const READING: &str = "Reading messages... (press Ctrl-C to quit)";
+
+/// One redis-cli "terminal": its connection, the command it waits on, and
+/// the line of the SUBSCRIBE it reads messages for (it takes no command
+/// after that).
 #[derive(Default)]
 struct Terminal {
     client: Option<Client>,
     waiting: Option<(usize, Vec<Vec<u8>>)>,
+    subscribed: Option<usize>,
 }
 
 /// Runs `session` against the server on `port` (fresh, module loaded).
@@ -50,6 +56,10 @@ pub fn run_session(session: &Session, port: u16) -> Result<(), String> {
                     .map_err(|e| at(show(&args, e)))?;
             }
             StepKind::Command { args, reply } => {
+                if term.subscribed.is_some() || is_subscribe(args) {
+                    subscribe(term, port, *line, args, reply.as_deref()).map_err(at)?;
+                    continue;
+                }
                 if let Some((l, _)) = &term.waiting {
                     return Err(at(format!("a command while line {l} still waits")));
                 }
@@ -88,6 +98,11 @@ pub fn run_session(session: &Session, port: u16) -> Result<(), String> {
                     }
                 }
             }
+            StepKind::LateReply { reply }
+                if term.waiting.is_none() && term.subscribed.is_some() =>
+            {
+                messages(term, reply).map_err(at)?;
+            }
             StepKind::LateReply { reply } => {
                 let Some((l, args)) = term.waiting.take() else {
                     return Err(at("a reply, but no command of this terminal waits".into()));
@@ -107,6 +122,16 @@ pub fn run_session(session: &Session, port: u16) -> Result<(), String> {
             }
         }
     }
+    // A subscribed terminal got exactly the messages the README shows.
+    for (n, term) in &mut terminals {
+        if let (Some(l), Some(client)) = (term.subscribed, &mut term.client)
+            && let Some(got) = client.try_read_reply(STILL_WAITING)
+        {
+            return Err(format!(
+                "README.md:{l} (terminal {n}): a message the README does not show: {got:?}"
+            ));
+        }
+    }
     // Whatever the README leaves waiting must really still wait.
     for (n, term) in &mut terminals {
         if let (Some((l, args)), Some(client)) = (&term.waiting, &mut term.client)
@@ -122,6 +147,72 @@ pub fn run_session(session: &Session, port: u16) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+fn is_subscribe(args: &[Vec<u8>]) -> bool {
+    ["SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE"]
+        .iter()
+        .any(|c| c.as_bytes().eq_ignore_ascii_case(&args[0]))
+}
+
+/// `SUBSCRIBE ch ...` on a terminal: redis-cli prints READING, then one
+/// confirmation per channel, and from then on reads messages only.
+fn subscribe(
+    term: &mut Terminal,
+    port: u16,
+    line: usize,
+    args: &[Vec<u8>],
+    reply: Option<&[String]>,
+) -> Result<(), String> {
+    if let Some(l) = term.subscribed {
+        return Err(format!(
+            "`{}`: redis-cli reads messages since the SUBSCRIBE at line {l} and takes no command",
+            String::from_utf8_lossy(&args[0])
+        ));
+    }
+    if let Some((l, _)) = &term.waiting {
+        return Err(format!("a command while line {l} still waits"));
+    }
+    let shown = reply.unwrap_or_default();
+    if shown.first().map(String::as_str) != Some(READING) {
+        return Err(show(args, format!("redis-cli prints `{READING}` first")));
+    }
+    let client = term.client.get_or_insert_with(|| Client::connect(port));
+    client.send(args);
+    let mut got = Vec::new();
+    for _ in 1..args.len() {
+        let r = client
+            .try_read_reply(REPLY_WAIT)
+            .ok_or_else(|| show(args, format!("no confirmation within {REPLY_WAIT:?}")))?;
+        got.extend(render(&r, &args[0]));
+    }
+    compare(&shown[1..], &got, &mut Vec::new()).map_err(|e| show(args, e))?;
+    term.subscribed = Some(line);
+    Ok(())
+}
+
+/// Messages shown on a subscribed terminal: read until as many lines have
+/// been printed as the README shows.
+fn messages(term: &mut Terminal, shown: &[String]) -> Result<(), String> {
+    let client = term
+        .client
+        .as_mut()
+        .expect("a subscribed terminal has a connection");
+    let mut got = Vec::new();
+    while got.len() < shown.len() {
+        let Some(m) = client.try_read_reply(REPLY_WAIT) else {
+            return Err(format!(
+                "the README shows\n{}\nbut only this arrived within {REPLY_WAIT:?}:\n{}",
+                shown.join("\n"),
+                got.iter()
+                    .map(|l: &Line| l.text.as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            ));
+        };
+        got.extend(render(&m, b"message"));
+    }
+    compare(shown, &got, &mut Vec::new())
 }
 
 fn show(args: &[Vec<u8>], e: String) -> String {

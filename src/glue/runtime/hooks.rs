@@ -161,13 +161,14 @@ unsafe fn decode<'a>(id: u64, subevent: u64, data: *mut c_void) -> Option<Server
 
 /// The command about to run, as a command filter sees it.
 pub struct FilterArgs {
-    /// The first `FILTER_ARGS` arguments (null past the command's end),
-    /// valid for the callback.
-    args: [*mut raw::RedisModuleString; FILTER_ARGS],
+    fctx: *mut raw::RedisModuleCommandFilterCtx,
     count: usize,
+    /// The first `FILTER_ARGS` arguments, fetched when first asked for
+    /// (most commands are turned away by their count alone).
+    args: [std::cell::Cell<*mut raw::RedisModuleString>; FILTER_ARGS],
 }
 
-/// How many leading arguments a filter is shown (no allocation per command).
+/// How many leading arguments a filter is shown.
 const FILTER_ARGS: usize = 3;
 
 impl FilterArgs {
@@ -178,10 +179,17 @@ impl FilterArgs {
 
     /// Argument `i` (0: the command's name), if it is among the first few.
     pub fn get(&self, i: usize) -> Option<&RStr> {
-        let arg = self.args.get(i).filter(|a| !a.is_null())?;
-        // SAFETY: a string Redis handed the filter for this call; `self`
-        // does not outlive the callback (it is built and dropped in it).
-        Some(unsafe { RStr::from_ptr(arg) })
+        let cell = self.args.get(i).filter(|_| i < self.count)?;
+        if cell.get().is_null() {
+            // SAFETY: the filter context of the running callback (`self`
+            // does not outlive it), a position below its argument count.
+            cell.set(unsafe { rm!(RedisModule_CommandFilterArgGet(self.fctx, i as c_int)) });
+        }
+        let arg = cell.as_ptr() as *const *mut raw::RedisModuleString;
+        // SAFETY: a string Redis handed the filter for this call, stored in
+        // `self`, which does not outlive the callback; a Cell<*mut T> has
+        // the layout of *mut T.
+        unsafe { (!(*arg).is_null()).then(|| RStr::from_ptr(&*arg)) }
     }
 }
 
@@ -207,17 +215,13 @@ pub fn register_filter<F: Filter>(ctx: Ctx) -> bool {
 
 unsafe extern "C" fn filter<F: Filter>(fctx: *mut raw::RedisModuleCommandFilterCtx) {
     firewall::callback((), || {
-        let mut args = [std::ptr::null_mut(); FILTER_ARGS];
-        // SAFETY: the filter context Redis passes, valid for the callback;
-        // positions below its argument count.
-        let count = unsafe {
-            let count = rm!(RedisModule_CommandFilterArgsCount(fctx));
-            for (i, arg) in args.iter_mut().enumerate().take(usize::try_from(count).unwrap_or(0)) {
-                *arg = rm!(RedisModule_CommandFilterArgGet(fctx, i as c_int));
-            }
-            usize::try_from(count).unwrap_or(0)
-        };
-        F::filter(&FilterArgs { args, count });
+        // SAFETY: the filter context Redis passes, valid for the callback.
+        let count = unsafe { rm!(RedisModule_CommandFilterArgsCount(fctx)) };
+        F::filter(&FilterArgs {
+            fctx,
+            count: usize::try_from(count).unwrap_or(0),
+            args: Default::default(),
+        });
     })
 }
 

@@ -4,13 +4,21 @@
 //!
 //! Holds are found by a 64-bit hash of (database, key, holder): nothing is
 //! allocated per grant unless lifecycle events are on (then the key's name
-//! is kept, to fire the event on). An index by deadline finds lapsed holds:
-//! a few are looked at on every grant (so the table never grows with locks
-//! nobody releases), all of them on `INFO lock`, and, while lifecycle
-//! events are on, by one `Expire` job at the earliest deadline (so
-//! `*.expired` is fired at the deadline, never early, without a job per
-//! lock). A lapsed entry is checked against its key first (`Lapsed`): a
-//! lease renewed behind the module's back is followed, not ended.
+//! is kept, to fire the event on, and the deadline is filed in an exact
+//! index: one `Expire` job at the earliest deadline fires `*.expired` at the
+//! deadline, never early, without a job per lock; a lapsed named hold is
+//! checked against its key first (`Lapsed`): a lease renewed behind the
+//! module's back is followed, not ended). Without events, lapsed holds are
+//! found by a sweep of the table whenever it has doubled since the last
+//! one (amortised O(1) per grant, so the table never grows with locks
+//! nobody releases), and on `INFO lock`: a lapsed hold becomes a sample
+//! ending at its deadline.
+//!
+//! A hold gone at its deadline fires `*.expired` only if the server expired
+//! its key at or after that deadline (its `expired` keyspace event, heard
+//! from the first named hold on): a lock that DEL, a Redisson script or
+//! eviction removed earlier ended without an event of ours, and is only a
+//! hold sample.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -21,7 +29,7 @@ use hashbrown::HashMap;
 use crate::core::Millis;
 use crate::glue::runtime::ffi::{Ctx, monotonic_us};
 use crate::glue::scheduler::{self, Job, JobId};
-use crate::glue::store::QueueKey;
+use crate::glue::store::{KeyRef, QueueKey};
 use crate::glue::store::lifecycle;
 use crate::glue::store::metrics::{self, Family};
 
@@ -36,8 +44,9 @@ struct Hold {
     named: Option<(QueueKey, Box<[u8]>)>,
 }
 
-/// Deadlines are filed in buckets of this many ms.
-const BUCKET_MS: Millis = 1024;
+/// The table is swept for lapsed holds when it grows past this, then
+/// past twice its size after the sweep.
+const SWEEP_FLOOR: usize = 1024;
 
 /// The ids are hashes already: no second hashing.
 #[derive(Default, Clone)]
@@ -63,15 +72,22 @@ type ById = HashMap<HoldId, Hold, std::hash::BuildHasherDefault<IdHasher>>;
 struct Holds {
     hasher: hashbrown::DefaultHashBuilder,
     holds: ById,
-    /// Ids by deadline bucket (cheap to file: most grants of a moment share
-    /// a bucket). Ids whose hold ended or moved are skipped when a bucket
-    /// is emptied.
-    buckets: BTreeMap<Millis, Vec<HoldId>>,
+    /// The size at which the table is next swept for lapsed holds.
+    sweep_at: usize,
     /// Exact deadlines, filed only while lifecycle events are on (the
     /// `Expire` job fires at the earliest).
     exact: BTreeMap<(Millis, HoldId), ()>,
     /// The `Expire` job (lifecycle events on), and when it falls due.
     watch: Option<(JobId, Millis)>,
+    /// Keys with named holds: how many, and when the server last expired
+    /// the key (the evidence that a lapsed hold really expired).
+    keys: HashMap<QueueKey, KeyWatch>,
+}
+
+#[derive(Default)]
+struct KeyWatch {
+    named: u32,
+    expired_at: Option<Millis>,
 }
 
 thread_local! {
@@ -88,12 +104,52 @@ impl Holds {
     }
 
     fn file(&mut self, id: HoldId, deadline: Option<Millis>, exact: bool) {
-        if let Some(d) = deadline {
-            self.buckets.entry(d.div_euclid(BUCKET_MS)).or_default().push(id);
-            if exact {
-                self.exact.insert((d, id), ());
-            }
+        if let Some(d) = deadline
+            && exact
+        {
+            self.exact.insert((d, id), ());
         }
+    }
+
+    /// Takes out every unnamed hold whose deadline has passed (named ones
+    /// go through the exact index and their key's check).
+    fn sweep_unnamed(&mut self, now: Millis) -> Vec<(Millis, Hold)> {
+        let mut lapsed = Vec::new();
+        self.holds.retain(|_, h| match h.deadline {
+            Some(d) if d < now && h.named.is_none() => {
+                lapsed.push((
+                    d,
+                    Hold {
+                        family: h.family,
+                        since_us: h.since_us,
+                        deadline: h.deadline,
+                        named: None,
+                    },
+                ));
+                false
+            }
+            _ => true,
+        });
+        self.sweep_at = (2 * self.holds.len()).max(SWEEP_FLOOR);
+        lapsed
+    }
+
+    fn name(&mut self, qk: &QueueKey) {
+        self.keys.entry(qk.clone()).or_default().named += 1;
+    }
+
+    /// A named hold on `qk` is gone; whether the server expired the key at
+    /// or after `deadline` meanwhile.
+    fn unname(&mut self, qk: &QueueKey, deadline: Option<Millis>) -> bool {
+        let Some(w) = self.keys.get_mut(qk) else {
+            return false;
+        };
+        let expired = matches!((w.expired_at, deadline), (Some(at), Some(d)) if at >= d);
+        w.named = w.named.saturating_sub(1);
+        if w.named == 0 {
+            self.keys.remove(qk);
+        }
+        expired
     }
 
     fn unfile(&mut self, id: HoldId, deadline: Option<Millis>) {
@@ -109,9 +165,9 @@ impl Holds {
     /// Give the memory of past bursts back (100,000 acquire/release cycles
     /// left ~1.3 MB of such ids behind).
     fn forget_all(&mut self) {
-        self.buckets = BTreeMap::new();
         self.exact = BTreeMap::new();
         self.holds.shrink_to_fit();
+        self.sweep_at = SWEEP_FLOOR;
     }
 
     /// Takes out a hold whose deadline has passed (`now > deadline`): from
@@ -127,34 +183,41 @@ impl Holds {
                 return Some((d, id, hold));
             }
         }
-        loop {
-            let mut entry = self.buckets.first_entry()?;
-            // Only a bucket whose every deadline has passed.
-            if (entry.key() + 1) * BUCKET_MS > now {
-                return None;
-            }
-            let bucket = *entry.key();
-            let Some(id) = entry.get_mut().pop() else {
-                entry.remove();
-                continue;
-            };
-            let lapsed = self.holds.get(&id).and_then(|h| h.deadline).filter(|d| d.div_euclid(BUCKET_MS) == bucket);
-            if let Some(d) = lapsed {
-                self.unfile(id, Some(d));
-                let hold = self.holds.remove(&id)?;
-                return Some((d, id, hold));
-            }
-        }
+        None
     }
+}
+
+/// Hold samples for unnamed holds that lapsed (ending at their deadline).
+fn sample_lapsed(now: Millis, lapsed: Vec<(Millis, Hold)>) {
+    let now_us = monotonic_us();
+    for (deadline, hold) in lapsed {
+        let late_us = (now.saturating_sub(deadline).max(0) as u64).saturating_mul(1000);
+        metrics::held(hold.family, now_us.saturating_sub(hold.since_us).saturating_sub(late_us));
+    }
+}
+
+/// Unnamed holds that lapsed become hold samples (`INFO lock`).
+pub fn settle_unnamed(now: Millis) {
+    let lapsed = with(|h| h.sweep_unnamed(now));
+    sample_lapsed(now, lapsed);
 }
 
 /// A hold was granted (fresh, not a re-entry), lasting until `deadline`.
 pub fn start(ctx: Ctx, family: Family, db: i32, key: &[u8], holder: &[u8], deadline: Option<Millis>) {
     let events = lifecycle::enabled();
+    if !events && crate::glue::config::HOLD_METRICS.get() == 0 {
+        return;
+    }
     let named = events.then(|| (QueueKey::new(db, key), Box::from(holder)));
+    if events {
+        watch_expiries(ctx);
+    }
     let now_us = monotonic_us();
     let lapsed = with(|h| {
         let id = h.id(db, key, holder);
+        if let Some((qk, _)) = &named {
+            h.name(qk);
+        }
         let hold = Hold {
             family,
             since_us: now_us,
@@ -163,15 +226,17 @@ pub fn start(ctx: Ctx, family: Family, db: i32, key: &[u8], holder: &[u8], deadl
         };
         if let Some(old) = h.holds.insert(id, hold) {
             h.unfile(id, old.deadline);
+            if let Some((qk, _)) = &old.named {
+                h.unname(qk, None);
+            }
         }
         h.file(id, deadline, events);
-        // Old lapsed holds nobody came back to, from a bucket long past.
-        h.buckets
-            .first_key_value()
-            .is_some_and(|(&b, _)| (b + 1) * BUCKET_MS <= ctx.now())
+        // Old lapsed holds nobody came back to: swept when the table has
+        // doubled since the last sweep.
+        (h.holds.len() > h.sweep_at.max(SWEEP_FLOOR)).then(|| h.sweep_unnamed(ctx.now()))
     });
-    if lapsed {
-        settle_lapsed(ctx, 2);
+    if let Some(lapsed) = lapsed {
+        sample_lapsed(ctx.now(), lapsed);
     }
     if events {
         watch(ctx);
@@ -204,6 +269,9 @@ pub fn end(db: i32, key: &[u8], holder: &[u8]) {
         let id = h.id(db, key, holder);
         let hold = h.holds.remove(&id)?;
         h.unfile(id, hold.deadline);
+        if let Some((qk, _)) = &hold.named {
+            h.unname(qk, None);
+        }
         if h.holds.is_empty() {
             h.forget_all();
         }
@@ -242,6 +310,31 @@ pub fn init(check: Lapsed, expired: Expired) {
     EXPIRED.with(|e| *e.borrow_mut() = Some(expired));
 }
 
+thread_local! {
+    static WATCH_EXPIRIES: RefCell<Option<fn(Ctx)>> = const { RefCell::new(None) };
+}
+
+/// How to hear the server's `expired` keyspace events (`key_expired`), at
+/// load: subscribed from the first named hold on.
+pub fn init_expiries(watch: fn(Ctx)) {
+    WATCH_EXPIRIES.with(|w| *w.borrow_mut() = Some(watch));
+}
+
+fn watch_expiries(ctx: Ctx) {
+    if let Some(watch) = WATCH_EXPIRIES.with(|w| *w.borrow()) {
+        watch(ctx);
+    }
+}
+
+/// The server expired `key` (its `expired` keyspace event) at `now`.
+pub fn key_expired(db: i32, key: &[u8], now: Millis) {
+    with(|h| {
+        if let Some(w) = h.keys.get_mut(&KeyRef { db, name: key }) {
+            w.expired_at = Some(now);
+        }
+    });
+}
+
 /// Settles up to `max` holds whose deadline has passed: a hold sample
 /// ending at its deadline, and the expiry event if they are named.
 pub fn settle_lapsed(ctx: Ctx, max: usize) {
@@ -258,14 +351,22 @@ pub fn settle_lapsed(ctx: Ctx, max: usize) {
         let events = lifecycle::enabled();
         match verdict {
             LapseCheck::Gone => {
+                // Expired (the server said so at or after the deadline), or
+                // removed earlier by something else: no event of ours then.
+                let expired = match &hold.named {
+                    Some((qk, _)) => with(|h| h.unname(qk, Some(deadline))),
+                    None => false,
+                };
                 // It ended at its deadline, not when it was noticed.
                 let late_us = (now.saturating_sub(deadline).max(0) as u64).saturating_mul(1000);
                 let us = monotonic_us()
                     .saturating_sub(hold.since_us)
                     .saturating_sub(late_us);
                 metrics::held(hold.family, us);
-                if let (Some((qk, _)), Some(expired)) = (&hold.named, EXPIRED.with(|e| *e.borrow())) {
-                    expired(ctx, hold.family, qk);
+                if let (true, Some((qk, _)), Some(announce)) =
+                    (expired, &hold.named, EXPIRED.with(|e| *e.borrow()))
+                {
+                    announce(ctx, hold.family, qk);
                 }
             }
             LapseCheck::Held(deadline) => with(|h| {

@@ -407,6 +407,9 @@ pub fn serve_key(ctx: Ctx, qk: &QueueKey) -> Outcome {
     if queues::len(qk.db, &qk.name) == 0 {
         return Outcome::Done;
     }
+    // The server may have expired the key before the `Due` job ran: its
+    // `lock.expired` goes before the hand-on's `lock.acquired`.
+    holds::settle_lapsed(ctx, usize::MAX);
     outcome(with_served_lock(ctx, qk, true, |lock| serve(ctx, lock)))
 }
 
