@@ -14,13 +14,15 @@
 //!     the terminal's connection (opened on first use). Arguments split as
 //!     redis-cli splits them; there are no comments (a `#` would be sent).
 //!   - Every other line is the reply of the command above it, exactly as
-//!     redis-cli prints it on a terminal (RESP2). Two things may differ:
-//!     a TTL-like integer (LOCK.INFO's `ttl`, TTL/PTTL/..., every integer of
-//!     LOCK.WAITERS: client ids, ms waited and left) shown positive
-//!     matches any positive value, a fencing token (an integer of 10^15 or
-//!     more: tokens start from the server clock) matches any such token, and
-//!     a UUID matches any UUID (a generated owner; later commands that use
-//!     the shown UUID get the real one).
+//!     redis-cli prints it on a terminal (RESP2). A few things may differ:
+//!     a TTL-like integer (the `ttl` of LOCK.INFO, SEMAPHORE.INFO and
+//!     RWLOCK.INFO, TTL/PTTL/..., LOCK.WAITERS's ms left) shown positive
+//!     matches any positive value; LOCK.WAITERS's client ids and ms waited
+//!     shown ≥ 0 match any value ≥ 0; a fencing token (an integer of 10^15
+//!     or more: tokens start from the server clock) matches any such token;
+//!     and a UUID matches any UUID (a generated owner), a quoted 32-hex
+//!     string any such string (a permit id of SEMAPHORE.LEASE): later
+//!     commands that use the shown id get the real one.
 //!   - `SUBSCRIBE`/`PSUBSCRIBE` on a terminal shows `Reading messages...
 //!     (press Ctrl-C to quit)` and the confirmations; from then on the
 //!     terminal takes no command, and the lines of its later blocks are the
@@ -39,6 +41,8 @@
 //!     connection (a second terminal of a walk-through; `terminal 1` goes
 //!     back to the first);
 //!   - `<!-- readme-test: skip -->`: not checked (say why in the README).
+//! - What `make bench` writes between `<!-- bench:begin NAME -->` and
+//!   `<!-- bench:end NAME -->` is generated, not an example: skipped.
 //! - A block of redis-cli output with no command and no marker, a marker
 //!   not followed by a block, `redis-cli` without `-p 6380`, and any other
 //!   `$` command in an example are errors: examples are never skipped by
@@ -308,4 +312,127 @@ $ redis-cli -p 6380 LOCK.RELEASE k me
         ),
         "takes no command",
     );
+}
+
+/// Permit ids of SEMAPHORE.LEASE are random: any quoted 32-hex id matches
+/// one, and a later command that uses the shown id sends the real one.
+#[test]
+fn checker_matches_permit_ids() {
+    let text = r#"
+```
+redis> SEMAPHORE.CREATE pool 2
+(integer) 1
+redis> SEMAPHORE.LEASE pool COUNT 2 PX 60000
+1) "0123456789abcdef0123456789abcdef"
+2) "fedcba9876543210fedcba9876543210"
+redis> SEMAPHORE.RETURN pool fedcba9876543210fedcba9876543210
+(integer) 1
+```
+"#;
+    play(text).unwrap_or_else(|e| panic!("{e}"));
+    // An id the server did not hand out is sent as written: refused.
+    assert_fails(
+        &text.replace(
+            "RETURN pool fedcba9876543210fedcba9876543210",
+            "RETURN pool 00000000000000000000000000000000",
+        ),
+        "NOTOWNER",
+    );
+    // A permit id is only a permit id where the server sent one.
+    assert_fails(
+        &text.replace(
+            "(integer) 1\nredis> SEMAPHORE.LEASE",
+            "\"0123456789abcdef0123456789abcdef\"\nredis> SEMAPHORE.LEASE",
+        ),
+        "the README shows",
+    );
+}
+
+/// LOCK.WAITERS: client ids and ms waited match any value ≥ 0, ms left any
+/// positive value; the rest is exact.
+#[test]
+fn checker_matches_lock_waiters() {
+    let text = r#"
+```
+redis> LOCK.ACQUIRE w holder PX 60000
+(integer) 1
+```
+
+<!-- readme-test: continue terminal 2 -->
+```
+redis> LOCK.ACQUIRE w next BLOCK 20000
+```
+
+<!-- readme-test: continue terminal 3 -->
+```
+redis> LOCK.ACQUIRE w * BLOCK 0
+```
+
+<!-- readme-test: continue terminal 1 -->
+```
+redis> LOCK.WAITERS w
+1) 1) (integer) 7
+   2) "next"
+   3) "lock"
+   4) (integer) 0
+   5) (integer) 19000
+2) 1) (integer) 8
+   2) (nil)
+   3) "lock"
+   4) (integer) 1234
+   5) (integer) -1
+redis> LOCK.FORCERELEASE w
+(integer) 1
+```
+
+<!-- readme-test: continue terminal 2 -->
+```
+(integer) 1
+```
+
+<!-- readme-test: continue terminal 1 -->
+```
+redis> LOCK.FORCERELEASE w
+(integer) 1
+```
+
+<!-- readme-test: continue terminal 3 -->
+```
+"2f0d8a58-5b0e-4c39-9d3e-0c7a4b7c6f11"
+```
+"#;
+    play(text).unwrap_or_else(|e| panic!("{e}"));
+    assert_fails(
+        &text.replace("2) \"next\"", "2) \"other\""),
+        "the README shows",
+    );
+    assert_fails(
+        &text.replace(
+            "3) \"lock\"\n   4) (integer) 0",
+            "3) \"read\"\n   4) (integer) 0",
+        ),
+        "the README shows",
+    );
+    // Waiting forever is exact; a time left is not forever.
+    assert_fails(
+        &text.replace("(integer) -1", "(integer) 5"),
+        "the README shows",
+    );
+    assert_fails(
+        &text.replace("(integer) 19000", "(integer) -1"),
+        "the README shows",
+    );
+}
+
+/// A region `make bench` generates is skipped, whatever it holds; a region
+/// left open is an error.
+#[test]
+fn checker_skips_bench_regions() {
+    let region = "<!-- bench:begin t -->\n```\nredis> PING\nWRONG\n```\n<!-- bench:end t -->\n";
+    let text = format!("```\nredis> PING\nPONG\n```\n\n{region}\n```\nredis> ECHO a\n\"a\"\n```\n");
+    let s = sessions(&text).unwrap();
+    assert_eq!(s.len(), 2);
+    play(&text).unwrap_or_else(|e| panic!("{e}"));
+    let e = sessions("<!-- bench:begin t -->\nplaceholder\n").expect_err("open region");
+    assert!(e.contains("without its `bench:end t`"), "{e}");
 }

@@ -63,6 +63,23 @@ pub fn sessions(readme: &str) -> Result<Vec<Session>, String> {
         let line = lines[i];
         let no = i + 1;
         i += 1;
+        // A region `make bench` writes (`<!-- bench:begin NAME -->` ...
+        // `<!-- bench:end NAME -->`) is generated, never an example.
+        if let Some(name) = bench_region(line, "begin") {
+            if let Some((at, _)) = marker {
+                return Err(format!(
+                    "README.md:{at}: marker not followed by a code block"
+                ));
+            }
+            let end = lines[i..]
+                .iter()
+                .position(|l| bench_region(l, "end") == Some(name))
+                .ok_or_else(|| {
+                    format!("README.md:{no}: `bench:begin {name}` without its `bench:end {name}`")
+                })?;
+            i += end + 1;
+            continue;
+        }
         if let Some(m) = parse_marker(line) {
             if let Some((at, _)) = marker {
                 return Err(format!(
@@ -153,6 +170,17 @@ pub fn sessions(readme: &str) -> Result<Vec<Session>, String> {
         ));
     }
     Ok(sessions)
+}
+
+/// `<!-- bench:begin NAME -->` (`which` = "begin") → Some(NAME).
+fn bench_region<'a>(line: &'a str, which: &str) -> Option<&'a str> {
+    let inner = line
+        .trim()
+        .strip_prefix("<!--")?
+        .strip_suffix("-->")?
+        .trim();
+    let name = inner.strip_prefix("bench:")?.strip_prefix(which)?;
+    name.starts_with(' ').then(|| name.trim())
 }
 
 /// `<!-- readme-test: continue terminal 2 -->` → Some(Ok(..)); other lines → None.

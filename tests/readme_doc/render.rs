@@ -1,12 +1,17 @@
 //! A reply as redis-cli prints it on a terminal (redis-cli.c,
 //! cliFormatReplyTTY), one entry per line, each flagged when its integer is
-//! a time left (a TTL-like value, which examples cannot show exactly).
+//! a time left (a TTL-like value, which examples cannot show exactly) or
+//! another figure no example can show exactly (LOCK.WAITERS's client ids
+//! and times waited).
 
 use testkit::Reply;
 
 pub struct Line {
     pub text: String,
     pub ttl_like: bool,
+    /// A client id or a time already waited: any integer ≥ 0 shown matches
+    /// any integer ≥ 0.
+    pub count_like: bool,
 }
 
 /// `command` is the command's name, for TTL-like whole replies (PTTL, ...)
@@ -18,13 +23,39 @@ pub fn render(reply: &Reply, command: &[u8]) -> Vec<Line> {
     let mut out = String::new();
     let mut flags = Vec::new();
     format(reply, "", ttl_command, &mut out, &mut flags);
-    out.lines()
+    let mut lines: Vec<Line> = out
+        .lines()
         .zip(flags)
         .map(|(text, ttl_like)| Line {
             text: text.to_string(),
             ttl_like,
+            count_like: false,
         })
-        .collect()
+        .collect();
+    if b"LOCK.WAITERS".eq_ignore_ascii_case(command) {
+        waiters_vary(reply, &mut lines);
+    }
+    lines
+}
+
+/// LOCK.WAITERS: one array of five per waiter (client id, owner, what it
+/// waits for, ms waited, ms left), each element one line. The client id
+/// and the ms waited differ from run to run; the ms left is a time left
+/// (`-1`, waiting forever, stays exact).
+fn waiters_vary(reply: &Reply, lines: &mut [Line]) {
+    let Reply::Array(waiters) = reply else { return };
+    let one_line = |r: &Reply| !matches!(r, Reply::Array(_) | Reply::Map(_) | Reply::Set(_));
+    let shaped = waiters
+        .iter()
+        .all(|w| matches!(w, Reply::Array(e) if e.len() == 5 && e.iter().all(one_line)));
+    if !shaped || lines.len() != waiters.len() * 5 {
+        return;
+    }
+    for w in 0..waiters.len() {
+        lines[w * 5].count_like = true;
+        lines[w * 5 + 3].count_like = true;
+        lines[w * 5 + 4].ttl_like = true;
+    }
 }
 
 /// Appends `r` to `out`; every `\n` written pushes one flag.

@@ -32,7 +32,8 @@ struct Terminal {
 /// Err explains the first difference, with README line numbers.
 pub fn run_session(session: &Session, port: u16) -> Result<(), String> {
     let mut terminals: BTreeMap<u32, Terminal> = BTreeMap::new();
-    // Generated UUIDs: the one the README shows → the one the server made.
+    // Generated ids (UUIDs, permit ids): the one the README shows → the one
+    // the server made.
     let mut uuids: Vec<(String, String)> = Vec::new();
     for step in &session.steps {
         let Step {
@@ -220,7 +221,8 @@ fn show(args: &[Vec<u8>], e: String) -> String {
     format!("`{}`: {e}", cmd.join(" "))
 }
 
-/// Replaces UUIDs the README showed as generated with the real ones.
+/// Replaces ids the README showed as generated (UUIDs, permit ids) with
+/// the real ones.
 fn substitute(args: &[Vec<u8>], uuids: &[(String, String)]) -> Vec<Vec<u8>> {
     args.iter()
         .map(|a| {
@@ -236,8 +238,10 @@ fn substitute(args: &[Vec<u8>], uuids: &[(String, String)]) -> Vec<Vec<u8>> {
 }
 
 /// Shown lines against the rendered reply: equal, except a TTL-like
-/// integer (any positive value matches a positive one) and a UUID (any
-/// UUID matches, and is remembered for later commands).
+/// integer (any positive value matches a positive one), a client id or
+/// time waited in LOCK.WAITERS (any integer ≥ 0 matches one ≥ 0), and a
+/// generated id, a UUID or a permit id (any one matches, and is remembered
+/// for later commands).
 fn compare(
     shown: &[String],
     got: &[Line],
@@ -262,6 +266,7 @@ fn compare(
     for (s, g) in shown.iter().zip(got) {
         if *s == g.text
             || (g.ttl_like && both_positive_ints(s, &g.text))
+            || (g.count_like && both_counts(s, &g.text))
             || both_clock_tokens(s, &g.text)
         {
             continue;
@@ -275,7 +280,7 @@ fn compare(
             match uuids.iter().find(|(s, _)| *s == shown_id) {
                 Some((_, r)) if *r != real => {
                     return Err(format!(
-                        "{shown_id} stands for two generated UUIDs: {r} and {real}"
+                        "{shown_id} stands for two generated ids: {r} and {real}"
                     ));
                 }
                 Some(_) => {}
@@ -299,6 +304,19 @@ fn both_positive_ints(shown: &str, got: &str) -> bool {
     }
 }
 
+/// `4) (integer) 312` and `4) (integer) 0`: same text before the number,
+/// both numbers ≥ 0 (a client id, a time already waited).
+fn both_counts(shown: &str, got: &str) -> bool {
+    let split = |l: &str| {
+        l.rsplit_once(' ')
+            .map(|(p, n)| (p.to_string(), n.parse::<i64>().ok()))
+    };
+    match (split(shown), split(got)) {
+        (Some((ps, Some(ns))), Some((pg, Some(ng)))) => ps == pg && ns >= 0 && ng >= 0,
+        _ => false,
+    }
+}
+
 /// Fencing tokens start from the server clock (ms × 1000, about 1.8e15
 /// today): an integer that large shown matches any integer that large.
 fn both_clock_tokens(shown: &str, got: &str) -> bool {
@@ -313,32 +331,43 @@ fn both_clock_tokens(shown: &str, got: &str) -> bool {
     }
 }
 
-/// The line with every UUID (8-4-4-4-12 lowercase hex) replaced by a
-/// placeholder, and the UUIDs found.
+/// The line with every generated id replaced by a placeholder, and the ids
+/// found: a UUID (8-4-4-4-12 lowercase hex: a generated owner) anywhere, or
+/// a quoted string of 32 lowercase hex characters (a permit id from
+/// SEMAPHORE.LEASE).
 fn mask_uuids(line: &str) -> (String, Vec<String>) {
     const SHAPE: [usize; 5] = [8, 4, 4, 4, 12];
+    let hex = |s: &str| {
+        s.bytes()
+            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
+    };
     let is_uuid = |s: &str| {
         let parts: Vec<&str> = s.split('-').collect();
-        parts.len() == 5
-            && parts.iter().zip(SHAPE).all(|(p, n)| {
-                p.len() == n
-                    && p.bytes()
-                        .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
-            })
+        parts.len() == 5 && parts.iter().zip(SHAPE).all(|(p, n)| p.len() == n && hex(p))
     };
+    // `"<32 hex>"`: the id is the 32 characters inside the quotes.
+    let is_permit =
+        |s: &str| s.len() == 34 && s.starts_with('"') && s.ends_with('"') && hex(&s[1..33]);
     let mut masked = String::new();
     let mut found = Vec::new();
     let mut rest = line;
     while !rest.is_empty() {
-        match rest
-            .char_indices()
-            .find(|&(i, _)| rest.get(i..i + 36).is_some_and(is_uuid))
-        {
-            Some((i, _)) => {
-                masked.push_str(&rest[..i]);
-                masked.push_str("<uuid>");
-                found.push(rest[i..i + 36].to_string());
-                rest = &rest[i + 36..];
+        // (where the match starts, where it ends, the id inside it)
+        let hit = rest.char_indices().find_map(|(i, _)| {
+            if rest.get(i..i + 36).is_some_and(is_uuid) {
+                Some((i, i + 36, i..i + 36))
+            } else if rest.get(i..i + 34).is_some_and(is_permit) {
+                Some((i, i + 34, i + 1..i + 33))
+            } else {
+                None
+            }
+        });
+        match hit {
+            Some((at, end, id)) => {
+                masked.push_str(&rest[..at]);
+                masked.push_str("<id>");
+                found.push(rest[id].to_string());
+                rest = &rest[end..];
             }
             None => {
                 masked.push_str(rest);
