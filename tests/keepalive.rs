@@ -1085,19 +1085,22 @@ fn many_tied_locks_do_not_stall_the_server(kind: Kind) {
     let renewed = lock_stat(&s, "keepalive_renewed");
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let p = probe(s.port, BOUND, stop.clone());
-    std::thread::sleep(Duration::from_millis(1600));
+    // 3.2 s: about six renewal rounds of every lock (one per 500 ms).
+    std::thread::sleep(Duration::from_millis(3200));
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let (pings, worst, slow) = p.join().expect("probe");
     let renewals = lock_stat(&s, "keepalive_renewed") - renewed;
     eprintln!(
         "{kind}: {N} tied: {renewals} renewals, {pings} PINGs, max {worst:?}, {slow} over {BOUND:?}"
     );
-    // Every lock renewed at least twice in 1.6 s, none lost.
-    assert!(renewals >= 2 * N as i64, "{kind}: {renewals} renewals");
+    // Every lock renewed at least four times in 3.2 s, none lost.
+    assert!(renewals >= 4 * N as i64, "{kind}: {renewals} renewals");
     assert_eq!(c.cmd(&["DBSIZE"]), Reply::Int(N as i64));
-    // One slow round trip may be the machine; a burst recurs every 500 ms.
+    // A slow round trip or two may be the machine (seen under a load of 5 on
+    // two cores: two of 26,000 over 50 ms); a stall from renewing would recur
+    // with every one of the six rounds.
     assert!(
-        slow <= 1,
+        slow <= 2,
         "{kind}: {slow} PINGs over {BOUND:?} (max {worst:?})"
     );
 
