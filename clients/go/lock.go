@@ -42,6 +42,7 @@ type lockConfig struct {
 	replicasT time.Duration
 	owner     string
 	check     time.Duration
+	noEvents  bool
 }
 
 // LockOption configures NewLock.
@@ -103,6 +104,16 @@ func WithCheckInterval(d time.Duration) LockOption {
 			c.check = d
 		}
 	}
+}
+
+// WithoutEvents leaves the lock's keyspace channel alone: a loss that its
+// connection does not show (a force-release, an expiry) is then found by
+// the periodic check only. By default a held lock whose server sends
+// lifecycle events (notify-keyspace-events with K or E, and d) is watched
+// through them too, on the Client's one subscriber connection per server,
+// and learns of such a loss as it happens.
+func WithoutEvents() LockOption {
+	return func(c *lockConfig) { c.noEvents = true }
 }
 
 // NewLock returns the lock on key name.
@@ -317,6 +328,7 @@ func (l *Lock) acquire(ctx context.Context, w wait) (*Hold, error) {
 		_, _, granted, err := parseGrant(reply, l.cfg.token)
 		return granted && err == nil
 	}
+	sent := time.Now()
 	reply, ln, err := l.c.grantCall(callCtx, &l.bg, l.name, l.timeout(w.block), l.acquireArgs(w.block), undo, isGrant)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && w.deadline {
@@ -346,7 +358,7 @@ func (l *Lock) acquire(ctx context.Context, w wait) (*Hold, error) {
 	t := newTenure(tied)
 	l.holds.Store(count)
 	l.ten.Store(t)
-	l.startWatch(t)
+	l.startWatch(t, sent)
 	return &Hold{l: l, t: t, token: token}, nil
 }
 
@@ -484,14 +496,20 @@ func (l *Lock) follow(ctx context.Context, t *tenure, args []interface{}) (inter
 }
 
 // startWatch runs t's watcher: KEEPALIVE: its connection's end, and a
-// LOCK.INFO on it every check interval; watchdog: a renewal every check
-// interval.
-func (l *Lock) startWatch(t *tenure) {
+// LOCK.INFO on it every check interval and at every lifecycle event on the
+// key; watchdog: a renewal every check interval, and a LOCK.INFO at every
+// event.
+func (l *Lock) startWatch(t *tenure, sent time.Time) {
 	connLost := func(cause error) error {
 		return l.lost("its KEEPALIVE connection closed", cause)
 	}
+	var events func() *keyWatch
+	if !l.cfg.noEvents {
+		events = func() *keyWatch { return l.subscribe(sent) }
+	}
 	if l.cfg.keepalive {
-		t.watch(l.cfg.check, func() error { return l.checkTied(t) }, connLost)
+		check := func() error { return l.checkTied(t) }
+		t.watch(l.cfg.check, check, check, connLost, events)
 		return
 	}
 	renewed := time.Now()
@@ -509,7 +527,46 @@ func (l *Lock) startWatch(t *tenure) {
 			return l.lost("no renewal succeeded within the lease", err)
 		}
 		return nil // transient: the next tick tries again
-	}, connLost)
+	}, func() error { return l.look(t) }, connLost, events)
+}
+
+// look: the watchdog's look at an event (LOCK.INFO; a renewal would
+// extend a lease someone just shortened). Lost when another owner or
+// nobody holds it.
+func (l *Lock) look(t *tenure) error {
+	if t.ended() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), l.c.cfg.callTimeout)
+	defer cancel()
+	info, err := l.Info(ctx)
+	if err != nil || t.ended() {
+		return nil // the next renewal decides
+	}
+	if info == nil || info.Owner != l.owner {
+		return l.lost("it is gone (expired, force-released or taken)", nil)
+	}
+	return nil
+}
+
+// subscribe watches the lock's keyspace channel (nil when subscribing
+// fails: the periodic check then finds a loss alone). Every event but
+// lock.acquired and lock.released makes the watcher look: a holder loses
+// its lock by an ending event of its own (expired, forced, closed) or by
+// the server's own events (del, evicted, ... when those classes are on);
+// lock.released is a release by its owner, and another owner's grant
+// comes after one of those (or after a DEL, which the check finds). sent
+// is when the acquisition was sent.
+func (l *Lock) subscribe(sent time.Time) *keyWatch {
+	ctx, cancel := context.WithTimeout(context.Background(), l.c.cfg.callTimeout)
+	defer cancel()
+	w, err := l.c.watchKey(ctx, l.name, sent, func(event string) bool {
+		return event != "lock.acquired" && event != "lock.released"
+	})
+	if err != nil {
+		return nil
+	}
+	return w
 }
 
 // checkTied: the KEEPALIVE check. A lock that is gone or held by someone
@@ -525,6 +582,10 @@ func (l *Lock) checkTied(t *tenure) error {
 	defer cancel()
 	replies, err := ln.conn.Do(ctx, l.c.cfg.callTimeout, []interface{}{"LOCK.INFO", l.name})
 	if err != nil {
+		if !errors.Is(err, wire.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+			// Closed under the check (an event announced it first).
+			return l.lost("its KEEPALIVE connection closed", err)
+		}
 		return l.lost("its KEEPALIVE connection failed a check", err)
 	}
 	if se, ok := replies[0].(wire.ServerError); ok {
