@@ -160,6 +160,11 @@ func (e *Election) Campaign(ctx context.Context) (*Leadership, error) {
 	if ld := e.Leadership(); ld != nil {
 		return ld, nil
 	}
+	// Subscribe before the wait, so the term's own watch finds the
+	// subscription active from the grant on (the channel lingers after).
+	if ready, err := e.c.watchKey(ctx, e.name, time.Now(), func(string) bool { return false }); err == nil {
+		defer ready.Close()
+	}
 	h, err := e.lock.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("hashlock: election %q: %w", e.name, err)

@@ -182,8 +182,9 @@ func (h *hub) close() {
 // watchKey subscribes a new watcher to key's channel on the server that
 // serves key; wants filters the events that kick it (nil: all). since is
 // when the watcher's interest began (for a hold: when its acquisition was
-// sent): a subscription active since then has missed nothing; one made
-// later kicks the watcher once, as soon as it is active. It returns once
+// sent): a subscription active since then has missed nothing, unless an
+// event came between since and the watcher's start; one made later, or
+// such an event, kicks the watcher once, as soon as it is active. It returns once
 // the subscription is active, or with the server's refusal (an ACL without
 // access to the channel, for one).
 func (c *Client) watchKey(ctx context.Context, key string, since time.Time, wants func(string) bool) (*keyWatch, error) {
@@ -221,6 +222,8 @@ type channelState struct {
 	watchers  map[*keyWatch]struct{}
 	active    time.Time
 	idleSince time.Time // when the last watcher left
+	// lastEvent: when each event last arrived (by name).
+	lastEvent map[string]time.Time
 }
 
 // subNode is the subscriber connection to one server and its channels.
@@ -387,6 +390,10 @@ func (n *subNode) lost(conn *wire.Conn) {
 func (n *subNode) deliver(channel, event string) {
 	n.mu.Lock()
 	if st := n.chans[channel]; st != nil {
+		if st.lastEvent == nil {
+			st.lastEvent = map[string]time.Time{}
+		}
+		st.lastEvent[event] = time.Now()
 		for w := range st.watchers {
 			if w.wants == nil || w.wants(event) {
 				w.kick()
@@ -411,6 +418,12 @@ func (n *subNode) add(ctx context.Context, w *keyWatch, since time.Time) error {
 	}
 	st.watchers[w] = struct{}{}
 	active := st.active
+	missed := false // an event w wants came since its start
+	for ev, at := range st.lastEvent {
+		if at.After(since) && (w.wants == nil || w.wants(ev)) {
+			missed = true
+		}
+	}
 	conn := n.conn
 	n.mu.Unlock()
 	if conn == nil {
@@ -423,8 +436,10 @@ func (n *subNode) add(ctx context.Context, w *keyWatch, since time.Time) error {
 		return nil
 	}
 	if !active.IsZero() {
-		if active.After(since) {
-			w.kick() // subscribed after the watcher's start: look once now
+		if active.After(since) || missed {
+			// Subscribed after the watcher's start, or an event came
+			// between its start and now (delivered to no one): look once.
+			w.kick()
 		}
 		return nil
 	}

@@ -508,8 +508,7 @@ func (l *Lock) startWatch(t *tenure, sent time.Time) {
 		events = func() *keyWatch { return l.subscribe(sent) }
 	}
 	if l.cfg.keepalive {
-		check := func() error { return l.checkTied(t) }
-		t.watch(l.cfg.check, check, check, connLost, events)
+		t.watch(l.cfg.check, func() error { return l.checkTied(t, true) }, func() error { return l.checkTied(t, false) }, connLost, events)
 		return
 	}
 	renewed := time.Now()
@@ -570,8 +569,9 @@ func (l *Lock) subscribe(sent time.Time) *keyWatch {
 }
 
 // checkTied: the KEEPALIVE check. A lock that is gone or held by someone
-// else is lost; a lock that lost its tie (failover, restart) is tied again.
-func (l *Lock) checkTied(t *tenure) error {
+// else is lost; a lock that lost its tie (failover, restart) is tied again
+// when retie (the periodic check; a look at an event only looks).
+func (l *Lock) checkTied(t *tenure, retie bool) error {
 	t.op.Lock()
 	defer t.op.Unlock()
 	ln := t.tied()
@@ -606,7 +606,7 @@ func (l *Lock) checkTied(t *tenure) error {
 	if info == nil || info.Owner != l.owner {
 		return l.lost("it is gone (force-released, expired or deleted)", nil)
 	}
-	if !info.Keepalive {
+	if !info.Keepalive && retie {
 		replies, err := ln.conn.Do(ctx, l.timeout(-1), l.renewArgs())
 		if err != nil {
 			return l.lost("its KEEPALIVE connection failed a check", err)
