@@ -36,10 +36,11 @@ pub enum Workload {
     B8,
     B9,
     B10,
+    B11,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 9] = [
+    pub const ALL: [Workload; 10] = [
         Workload::B1,
         Workload::B2,
         Workload::B3,
@@ -49,6 +50,7 @@ impl Workload {
         Workload::B8,
         Workload::B9,
         Workload::B10,
+        Workload::B11,
     ];
 
     pub fn parse(s: &str) -> Option<Workload> {
@@ -111,6 +113,11 @@ pub struct Plan {
     pub b9: crate::workloads::b9::Config,
     /// B10: queued keys sharing one deadline.
     pub b10: crate::workloads::b10::Config,
+    /// B11: candidates queued behind the leader; kills of the hashlock
+    /// leader; (lease, kills) of the Redisson-style watchdog leader.
+    pub b11_candidates: usize,
+    pub b11_kills: usize,
+    pub b11_watchdog: (Duration, usize),
 }
 
 impl Plan {
@@ -160,6 +167,9 @@ impl Plan {
                     window: Duration::from_secs(10),
                 },
                 b10: crate::workloads::b10::Config { keys: 20_000 },
+                b11_candidates: 2,
+                b11_kills: 100,
+                b11_watchdog: (ms(300), 20),
             },
             Mode::Quick => Plan {
                 mode,
@@ -198,6 +208,9 @@ impl Plan {
                     window: Duration::from_secs(4),
                 },
                 b10: crate::workloads::b10::Config { keys: 20_000 },
+                b11_candidates: 2,
+                b11_kills: 100,
+                b11_watchdog: (ms(300), 5),
             },
             Mode::Smoke => Plan {
                 mode,
@@ -236,6 +249,9 @@ impl Plan {
                     window: ms(500),
                 },
                 b10: crate::workloads::b10::Config { keys: 500 },
+                b11_candidates: 2,
+                b11_kills: 3,
+                b11_watchdog: (ms(300), 1),
             },
         }
     }

@@ -15,7 +15,7 @@ use crate::scripts;
 use crate::setup::{self, Pinning};
 use crate::workloads::contender::Waiter;
 use crate::workloads::pairs::Pairs;
-use crate::workloads::{b1, b2, b3, b4, b6, b7, b8, b9, b10};
+use crate::workloads::{b1, b2, b3, b4, b6, b7, b8, b9, b10, b11};
 
 pub struct Options {
     pub plan: Plan,
@@ -24,7 +24,7 @@ pub struct Options {
     pub pin: bool,
     /// Draw a progress bar on stderr (when it is a terminal).
     pub progress: bool,
-    /// This benchmark's own binary: B7 runs its lock holders as
+    /// This benchmark's own binary: B7 and B11 run their lock holders as
     /// `<exe> __holder ...` processes.
     pub holder_exe: std::path::PathBuf,
 }
@@ -67,6 +67,7 @@ pub struct Results {
     pub b7: Vec<b7::Row>,
     pub b9: Option<b9::Outcome>,
     pub b10: Option<b10::Outcome>,
+    pub b11: Vec<b11::Row>,
 }
 
 pub fn run(opts: &Options) -> Result<Results> {
@@ -115,6 +116,7 @@ pub fn run(opts: &Options) -> Result<Results> {
         b7: Vec::new(),
         b9: None,
         b10: None,
+        b11: Vec::new(),
     };
     rt.block_on(run_workloads(server.port, opts, &mut results))?;
     results.meta.took = t0.elapsed();
@@ -177,6 +179,7 @@ fn steps(plan: &Plan, ran: &[Workload]) -> u64 {
             Workload::B7 => 3,
             Workload::B9 => 1,
             Workload::B10 => 1,
+            Workload::B11 => 2,
         };
     }
     n as u64
@@ -347,6 +350,31 @@ async fn run_workloads(port: u16, opts: &Options, r: &mut Results) -> Result<()>
                 let server_cpu = r.meta.pinning.cpus.map(|(server, _)| server);
                 r.b10 = Some(b10::run(opts.kind, server_cpu, &plan.b10)?);
                 progress.done();
+            }
+            Workload::B11 => {
+                let variants = [
+                    (b11::Variant::Hashlock, plan.b11_kills),
+                    (
+                        b11::Variant::Watchdog(plan.b11_watchdog.0),
+                        plan.b11_watchdog.1,
+                    ),
+                ];
+                for (i, (variant, kills)) in variants.into_iter().enumerate() {
+                    progress.step(&format!("B11 {} · {kills} leader kills", variant.label()));
+                    r.b11.push(
+                        b11::run(
+                            port,
+                            &opts.holder_exe,
+                            &mut admin,
+                            variant,
+                            plan.b11_candidates,
+                            kills,
+                            0xb11 + i as u64,
+                        )
+                        .await?,
+                    );
+                    progress.done();
+                }
             }
         }
         r.meta.workload_took.push((w, started.elapsed()));

@@ -219,3 +219,14 @@ mod tests {
         assert_eq!(fmt_duration(Duration::from_micros(1240)), "1.24 ms");
     }
 }
+
+/// CLOCK_MONOTONIC in ns: one clock for every process of the machine (an
+/// `Instant` cannot cross a process boundary; this can, as a number).
+pub fn monotonic_ns() -> u64 {
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe {
+        let mut ts: libc::timespec = std::mem::zeroed();
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    }
+}

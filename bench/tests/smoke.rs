@@ -41,6 +41,7 @@ fn smoke_benchmark_produces_every_row() {
         "## B7",
         "## B9",
         "## B10",
+        "## B11",
     ] {
         assert!(md.contains(heading), "report lacks {heading:?}:\n{md}");
     }

@@ -1,10 +1,12 @@
 //! The workloads of the issue: B1 uncontended pairs (+ server cost per
 //! command), B2 renew, B3 contended hand-off, B4 crashed holder, B6 memory,
 //! B7 killed holder process (KEEPALIVE), B8 surviving failover (REPLICAS,
-//! TOKEN), B9 KEEPALIVE at scale, B10 queued locks sharing one deadline.
+//! TOKEN), B9 KEEPALIVE at scale, B10 queued locks sharing one deadline,
+//! B11 leader election (leader process killed).
 
 pub mod b1;
 pub mod b10;
+pub mod b11;
 pub mod b2;
 pub mod b3;
 pub mod b4;
