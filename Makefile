@@ -50,7 +50,7 @@ soak: build
 # markdown tables with the ratios and writes them to docs/BENCHMARKS.md (and
 # the B3 chart to docs/bench-b3-wait.svg). `bench` takes under 10 minutes on
 # 2 cores, `bench-quick` about one.
-.PHONY: bench bench-quick demo
+.PHONY: bench bench-quick demo demo-election
 bench: build
 	@scripts/deps.sh run
 	$(CARGO) run --release -q -p hashlock-bench -- --out docs/BENCHMARKS.md
@@ -65,6 +65,15 @@ bench-quick: build
 demo: build
 	@scripts/deps.sh run
 	$(CARGO) run --release -q -p hashlock-bench --bin demo
+
+# Leader election, live: three candidate processes campaign on one key, the
+# leader is SIGKILLed (twice), the next in line takes over; prints the terms
+# and each takeover's time (the new leader's campaign returning, and an
+# observer that follows the key's lifecycle events knowing). Its own server,
+# with notify-keyspace-events Kd.
+demo-election: build
+	@scripts/deps.sh run
+	$(CARGO) run --release -q -p hashlock-bench --bin demo-election
 
 fmt:
 	$(CARGO) fmt --all
