@@ -159,3 +159,40 @@ func main() {
 		t.Fatalf("the snippet printed %q", out)
 	}
 }
+
+// TestReadmeElection runs README.md's leader election program as written
+// (only the address is changed) on each server: it observes, campaigns,
+// leads and resigns, and the observer sees each change in order.
+func TestReadmeElection(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var program string
+	for _, b := range regexp.MustCompile("(?s)```go\n(.*?)```").FindAllStringSubmatch(string(readme), -1) {
+		if strings.Contains(b[1], "NewElection") && strings.HasPrefix(b[1], "package main") {
+			program = b[1]
+		}
+	}
+	if program == "" {
+		t.Fatal("README.md: no election program")
+	}
+	runProgram := readerModule(t, program, servers[0].Addr)
+	want := regexp.MustCompile(`^observer: no-leader
+observer: elected node-a term \d{16,}
+leading; writes carry term \d{16,}
+observer: revoked node-a term \d{16,}
+observer: no-leader
+$`)
+	for _, s := range servers {
+		t.Run(s.Kind, func(t *testing.T) {
+			out := runProgram(program, s.Addr)
+			if !want.MatchString(out) {
+				t.Fatalf("the election example printed:\n%s", out)
+			}
+			if i := newEnv(t, s).info("billing:leader"); i != nil {
+				t.Fatalf("the example left the election led: %v", i)
+			}
+		})
+	}
+}
