@@ -23,6 +23,11 @@
 //!   - A command with no reply lines is still waiting (a BLOCK): it must not
 //!     be answered within 300 ms. Its reply is the first lines of a later
 //!     block of the same terminal that start without a command.
+//!   - `SUBSCRIBE` (or PSUBSCRIBE, SSUBSCRIBE) of one channel shows redis-cli's
+//!     `Reading messages... (press Ctrl-C to quit)` and the confirmation;
+//!     the terminal then stays in subscribe mode: each later block of it
+//!     that starts without a command shows the messages that arrived
+//!     meanwhile, and at the end no other message may be waiting.
 //! - Each example block is a session against a fresh server, unless the
 //!   line before it (blank lines allowed) is an HTML comment marker:
 //!   - `<!-- readme-test: continue -->`: the same server and connections as
@@ -185,6 +190,52 @@ fn checker_fails_on_wrong_waiting() {
         .rfind("<!-- readme-test: continue terminal 2 -->")
         .unwrap();
     assert_fails(&GOOD[..cut], "left waiting, but the server replied");
+}
+
+/// A subscribed terminal: the confirmation, then the messages as they come.
+const SUBSCRIBED: &str = r#"
+```
+$ redis-cli -p 6380
+127.0.0.1:6380> CONFIG SET notify-keyspace-events Kd
+OK
+127.0.0.1:6380> SUBSCRIBE __keyspace@0__:k
+Reading messages... (press Ctrl-C to quit)
+1) "subscribe"
+2) "__keyspace@0__:k"
+3) (integer) 1
+```
+
+<!-- readme-test: continue terminal 2 -->
+```
+$ redis-cli -p 6380 LOCK.ACQUIRE k me PX 60000
+(integer) 1
+$ redis-cli -p 6380 LOCK.FORCERELEASE k
+(integer) 1
+```
+
+<!-- readme-test: continue terminal 1 -->
+```
+1) "message"
+2) "__keyspace@0__:k"
+3) "lock.acquired"
+1) "message"
+2) "__keyspace@0__:k"
+3) "lock.forced"
+```
+"#;
+
+#[test]
+fn checker_follows_a_subscribed_terminal() {
+    play(SUBSCRIBED).unwrap_or_else(|e| panic!("{e}"));
+    // A message shown that did not come.
+    let wrong = SUBSCRIBED.replace("3) \"lock.forced\"", "3) \"lock.expired\"");
+    assert_fails(&wrong, "the README shows");
+    // A message that came and is not shown.
+    let cut = SUBSCRIBED.replace(
+        "1) \"message\"\n2) \"__keyspace@0__:k\"\n3) \"lock.forced\"\n",
+        "",
+    );
+    assert_fails(&cut, "left waiting, but the server replied");
 }
 
 #[test]

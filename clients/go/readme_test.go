@@ -196,3 +196,54 @@ $`)
 		})
 	}
 }
+
+// TestRootReadmeElection runs the Go snippet of the repository README's
+// "Leader election" section as the body of a function, with the variables
+// and the helper it assumes declared around it.
+func TestRootReadmeElection(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(readme)
+	at := strings.Index(text, "\n## Leader election")
+	if at < 0 {
+		t.Fatal("README.md: no Leader election section")
+	}
+	m := regexp.MustCompile("(?s)```go\n(.*?)```").FindStringSubmatch(text[at:])
+	if m == nil {
+		t.Fatal("README.md: no Go snippet in the Leader election section")
+	}
+	program := `package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+
+	"github.com/redis/go-redis/v9"
+	"hashlock"
+)
+
+func lead(ctx context.Context, term uint64) { fmt.Println("led, term > 0:", term > 0, ctx.Err() == nil) }
+
+func run(ctx context.Context, rdb *redis.Client) error {
+` + m[1] + `}
+
+func main() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6380"})
+	defer rdb.Close()
+	if err := run(ctx, rdb); err != nil {
+		log.Fatal(err)
+	}
+}
+`
+	out := readerModule(t, program, servers[1].Addr)(program, servers[1].Addr)
+	if out != "led, term > 0: true true\n" {
+		t.Fatalf("the snippet printed %q", out)
+	}
+	if i := newEnv(t, servers[1]).info("billing:leader"); i != nil {
+		t.Fatalf("the snippet left the election led: %v", i)
+	}
+}

@@ -20,6 +20,18 @@ const STILL_WAITING: Duration = Duration::from_millis(300);
 struct Terminal {
     client: Option<Client>,
     waiting: Option<(usize, Vec<Vec<u8>>)>,
+    /// In subscribe mode (SUBSCRIBE and the like): `waiting` stays set, and
+    /// each later block of the terminal shows the messages that arrived.
+    subscribed: bool,
+}
+
+/// What redis-cli prints before the replies of a subscribe command.
+const READING: &str = "Reading messages... (press Ctrl-C to quit)";
+
+fn is_subscribe(command: &[u8]) -> bool {
+    ["SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE"]
+        .iter()
+        .any(|c| c.as_bytes().eq_ignore_ascii_case(command))
 }
 
 /// Runs `session` against the server on `port` (fresh, module loaded).
@@ -57,6 +69,22 @@ pub fn run_session(session: &Session, port: u16) -> Result<(), String> {
                 let client = term.client.get_or_insert_with(|| Client::connect(port));
                 client.send(&args);
                 match reply {
+                    Some(shown) if is_subscribe(&args[0]) => {
+                        // redis-cli's subscribe mode: the banner, then the
+                        // confirmation (one channel); the terminal then
+                        // waits for messages.
+                        let got = client.try_read_reply(REPLY_WAIT).ok_or_else(|| {
+                            at(show(&args, format!("no reply within {REPLY_WAIT:?}")))
+                        })?;
+                        let mut lines = vec![Line {
+                            text: READING.to_string(),
+                            ttl_like: false,
+                        }];
+                        lines.extend(render(&got, &args[0]));
+                        compare(shown, &lines, &mut uuids).map_err(|e| at(show(&args, e)))?;
+                        term.waiting = Some((*line, args));
+                        term.subscribed = true;
+                    }
                     Some(shown) => {
                         let got = client.try_read_reply(REPLY_WAIT).ok_or_else(|| {
                             at(show(&args, format!("no reply within {REPLY_WAIT:?}")))
@@ -74,6 +102,29 @@ pub fn run_session(session: &Session, port: u16) -> Result<(), String> {
                         term.waiting = Some((*line, args));
                     }
                 }
+            }
+            StepKind::LateReply { reply } if term.subscribed => {
+                // The messages that arrived since, as many as the lines shown.
+                let (l, args) = term.waiting.clone().expect("a subscribed terminal waits");
+                let client = term
+                    .client
+                    .as_mut()
+                    .expect("a waiting terminal has a connection");
+                let mut lines = Vec::new();
+                while lines.len() < reply.len() {
+                    let got = client.try_read_reply(REPLY_WAIT).ok_or_else(|| {
+                        at(show(
+                            &args,
+                            format!(
+                                "(subscribed at line {l}) no message within {REPLY_WAIT:?}; the README shows\n{}",
+                                reply.join("\n")
+                            ),
+                        ))
+                    })?;
+                    lines.extend(render(&got, b"message"));
+                }
+                compare(reply, &lines, &mut uuids)
+                    .map_err(|e| at(show(&args, format!("(subscribed at line {l}) {e}"))))?;
             }
             StepKind::LateReply { reply } => {
                 let Some((l, args)) = term.waiting.take() else {
