@@ -290,7 +290,13 @@ func (e *Election) Observe(ctx context.Context) (<-chan Event, error) {
 	if err := e.c.requireEvents(ctx, e.name); err != nil {
 		return nil, fmt.Errorf("hashlock: election %q: %w", e.name, err)
 	}
-	w, err := e.c.watchKey(ctx, e.name, time.Time{}, nil)
+	// Events are published on the node that serves the key: ask it first
+	// (a cluster client's slot map may be stale; LOCK.INFO follows MOVED).
+	_, addr, err := e.info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	w, err := e.c.watchKeyAt(ctx, addr, e.name, time.Time{}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("hashlock: election %q: subscribing to its keyspace events: %w", e.name, err)
 	}
@@ -330,7 +336,7 @@ func (e *Election) observe(ctx context.Context, w *keyWatch, out chan<- Event) {
 		delay = 10 * time.Millisecond
 		if addr != "" && addr != w.Addr() {
 			// The key moved to another node (cluster): follow it there.
-			if nw, err := e.c.watchKey(ctx, e.name, time.Time{}, nil); err == nil {
+			if nw, err := e.c.watchKeyAt(ctx, addr, e.name, time.Time{}, nil); err == nil {
 				w.Close()
 				w = nw
 			}

@@ -192,6 +192,20 @@ func (c *Client) watchKey(ctx context.Context, key string, since time.Time, want
 	if err != nil {
 		return nil, err
 	}
+	return c.watchKeyOn(ctx, p, key, since, wants)
+}
+
+// watchKeyAt is watchKey on the server at addr (the one that answered for
+// key last: the client's slot map may be stale).
+func (c *Client) watchKeyAt(ctx context.Context, addr, key string, since time.Time, wants func(string) bool) (*keyWatch, error) {
+	p, err := c.poolForAddr(ctx, key, addr)
+	if err != nil {
+		return nil, err
+	}
+	return c.watchKeyOn(ctx, p, key, since, wants)
+}
+
+func (c *Client) watchKeyOn(ctx context.Context, p *wire.Pool, key string, since time.Time, wants func(string) bool) (*keyWatch, error) {
 	s := p.Settings()
 	db := s.DB
 	if c.cluster != nil {

@@ -350,6 +350,7 @@ func (l *Lock) acquire(ctx context.Context, w wait) (*Hold, error) {
 		return nil, l.notAcquired(w)
 	}
 	var tied *link
+	addr := ln.conn.Addr()
 	if l.cfg.keepalive {
 		tied = ln
 	} else {
@@ -358,7 +359,7 @@ func (l *Lock) acquire(ctx context.Context, w wait) (*Hold, error) {
 	t := newTenure(tied)
 	l.holds.Store(count)
 	l.ten.Store(t)
-	l.startWatch(t, sent)
+	l.startWatch(t, sent, addr)
 	return &Hold{l: l, t: t, token: token}, nil
 }
 
@@ -499,16 +500,16 @@ func (l *Lock) follow(ctx context.Context, t *tenure, args []interface{}) (inter
 // LOCK.INFO on it every check interval and at every lifecycle event on the
 // key; watchdog: a renewal every check interval, and a LOCK.INFO at every
 // event.
-func (l *Lock) startWatch(t *tenure, sent time.Time) {
+func (l *Lock) startWatch(t *tenure, sent time.Time, addr string) {
 	connLost := func(cause error) error {
 		return l.lost("its KEEPALIVE connection closed", cause)
 	}
-	var events func() *keyWatch
+	var events func(addr string) *keyWatch
 	if !l.cfg.noEvents {
-		events = func() *keyWatch { return l.subscribe(sent) }
+		events = func(addr string) *keyWatch { return l.subscribe(sent, addr) }
 	}
 	if l.cfg.keepalive {
-		t.watch(l.cfg.check, func() error { return l.checkTied(t, true) }, func() error { return l.checkTied(t, false) }, connLost, events)
+		t.watch(l.cfg.check, func() error { return l.checkTied(t, true) }, func() error { return l.checkTied(t, false) }, connLost, addr, events)
 		return
 	}
 	renewed := time.Now()
@@ -526,7 +527,7 @@ func (l *Lock) startWatch(t *tenure, sent time.Time) {
 			return l.lost("no renewal succeeded within the lease", err)
 		}
 		return nil // transient: the next tick tries again
-	}, func() error { return l.look(t) }, connLost, events)
+	}, func() error { return l.look(t) }, connLost, addr, events)
 }
 
 // look: the watchdog's look at an event (LOCK.INFO; a renewal would
@@ -555,11 +556,11 @@ func (l *Lock) look(t *tenure) error {
 // the server's own events (del, evicted, ... when those classes are on);
 // lock.released is a release by its owner, and another owner's grant
 // comes after one of those (or after a DEL, which the check finds). sent
-// is when the acquisition was sent.
-func (l *Lock) subscribe(sent time.Time) *keyWatch {
+// is when the acquisition was sent, addr the server that granted it.
+func (l *Lock) subscribe(sent time.Time, addr string) *keyWatch {
 	ctx, cancel := context.WithTimeout(context.Background(), l.c.cfg.callTimeout)
 	defer cancel()
-	w, err := l.c.watchKey(ctx, l.name, sent, func(event string) bool {
+	w, err := l.c.watchKeyAt(ctx, addr, l.name, sent, func(event string) bool {
 		return event != "lock.acquired" && event != "lock.released"
 	})
 	if err != nil {

@@ -121,13 +121,19 @@ func (t *tenure) finish(err error, closeConn bool) {
 // connection dies (connLost builds the error), when check, called every
 // interval, returns an error, or when look, called whenever a lifecycle
 // event arrives on the key, does. events, if not nil, subscribes to the
-// key's events (it may block; it runs beside the watcher, and returns nil
-// when it cannot).
-func (t *tenure) watch(interval time.Duration, check, look func() error, connLost func(cause error) error, events func() *keyWatch) {
+// key's events on the server at addr (it may block; it runs beside the
+// watcher, and returns nil when it cannot); when the tie moves to another
+// server (the key's slot moved), the subscription moves with it.
+func (t *tenure) watch(interval time.Duration, check, look func() error, connLost func(cause error) error,
+	addr string, events func(addr string) *keyWatch) {
 	var subscribed chan *keyWatch
+	subscribe := func(at string) {
+		ch := make(chan *keyWatch, 1)
+		subscribed = ch
+		go func() { ch <- events(at) }()
+	}
 	if events != nil {
-		subscribed = make(chan *keyWatch, 1)
-		go func() { subscribed <- events() }()
+		subscribe(addr)
 	}
 	go func() {
 		ticker := time.NewTicker(interval)
@@ -158,6 +164,15 @@ func (t *tenure) watch(interval time.Duration, check, look func() error, connLos
 			case <-t.done:
 				return
 			case <-changed:
+				if nl := t.tied(); events != nil && nl != nil && nl.conn.Addr() != addr && subscribed == nil {
+					// Tied on another server now: its events come from there.
+					addr = nl.conn.Addr()
+					if w != nil {
+						w.Close()
+						w, kicks = nil, nil
+					}
+					subscribe(addr)
+				}
 			case <-connDone:
 				if t.tied() == ln {
 					t.lose(connLost(ln.conn.Err()))

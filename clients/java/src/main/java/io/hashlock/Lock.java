@@ -292,7 +292,11 @@ public final class Lock implements java.util.concurrent.locks.Lock {
         h.token = got[1];
         h.validUntilNanos = System.nanoTime() + options.leaseMs() * 1_000_000L;
         if (options.keepalive()) {
-            h.tie = new Tie(hashlock.router(), key, conn, asking, renewArgs(ownerBytes, true, options), (old, neu) -> h.watch.connection(neu));
+            h.tie = new Tie(hashlock.router(), key, conn, asking, renewArgs(ownerBytes, true, options), (old, neu) -> {
+                h.watch.connection(neu);
+                // The key's events come from the new node now.
+                if (options.events()) h.subscribe(System.nanoTime());
+            });
             h.watch.connection(conn);
         } else if (conn != null) {
             hashlock.router().pool().giveBack(conn);

@@ -25,6 +25,9 @@ public final class Observation implements AutoCloseable {
     Observation(Election election, Consumer<ElectionEvent> listener) {
         this.election = election;
         this.listener = Objects.requireNonNull(listener);
+        // Events are published on the node that serves the key: ask first
+        // (LOCK.INFO follows a MOVED and the router remembers it).
+        Errors.check(election.hashlock().router().call(election.key(), List.of(Resp.bytes("LOCK.INFO"), election.key())));
         this.watch = subscribe(); // errors here are the caller's
         kick();
         this.thread = new Thread(this::run, "hashlock-observe-" + election.name());

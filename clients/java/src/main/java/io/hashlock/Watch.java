@@ -67,17 +67,21 @@ final class Watch {
     }
 
     /**
-     * The key's event subscription: {@link #look} is called when an event
-     * arrives; the subscription ends with the watch.
+     * The key's event subscription (replacing the one before: the key moved
+     * to another node): {@link #look} is called when an event arrives; the
+     * subscription ends with the watch.
      */
     void events(io.hashlock.internal.Subscriber.KeyWatch w) {
+        io.hashlock.internal.Subscriber.KeyWatch previous;
         synchronized (this) {
-            if (!stopped) {
+            if (stopped) {
+                previous = w;
+            } else {
+                previous = events;
                 events = w;
-                return;
             }
         }
-        w.close();
+        if (previous != null) previous.close();
     }
 
     /** Runs {@code check} now on a worker thread (after the one running, if any). */
