@@ -740,7 +740,9 @@ fn b11_section(s: &mut String, r: &Results) {
          each event (the library's `observe()`). Redisson-style: the leader holds an RLock renewed by a watchdog from inside the process \
          (the renewals die with it); candidates wait Redisson's way (EVAL + pub/sub, sleeping up to the PTTL: a lapse publishes nothing), \
          and so does the observer, which then reads the hash; measured with a short lease — with Redisson's default (30 s renewed every \
-         10 s) the wait is the rest of the lease, 20–30 s.\n",
+         10 s) the wait is the rest of the lease, 20–30 s. \
+         \"Leaders before the kill\": for hashlock two leaders at once (must be 0); for the watchdog a lease that ran out before the kill \
+         (the machine delayed a renewal), whose kill is run again.\n",
         r.plan.b11_candidates
     );
     let _ = writeln!(
