@@ -54,14 +54,14 @@ soak: build
 	VALKEY_SERVER=$(VALKEY_BIN) $(CARGO) run --release -p hashlock-reliability -- all --long --out target/reliability/soak.md
 
 # Load generator: every lock variant (hashlock, Redisson-protocol Lua via
-# EVALSHA and EVAL, SET NX PX) and the client libraries (B11) against one
+# EVALSHA and EVAL, SET NX PX), the client libraries (B11) and leader election (B16) against one
 # server in one run; prints the markdown tables with the ratios and writes
 # them to docs/BENCHMARKS.md (and the B3 chart to docs/bench-b3-wait.svg),
 # and README.md's generated tables (between its bench: markers). `bench`
 # takes under 10 minutes on 2 cores, `bench-quick` about one and writes only
 # under target/bench-quick/. BEFORE=<git revision> also measures the client
 # libraries of that revision (B11, before and after).
-.PHONY: bench bench-quick demo node-dist
+.PHONY: bench bench-quick demo demo-election node-dist
 bench: build $(CLIENTS_PY) node-dist
 	@scripts/deps.sh run
 	PATH="$$(scripts/deps.sh node):$$PATH" $(CARGO) run --release -q -p hashlock-bench -- \
@@ -79,6 +79,15 @@ bench-quick: build $(CLIENTS_PY) node-dist
 demo: build
 	@scripts/deps.sh run
 	$(CARGO) run --release -q -p hashlock-bench --bin demo
+
+# Leader election, live: three candidate processes campaign on one key, the
+# leader is SIGKILLed (twice), the next in line takes over; prints the terms
+# and each takeover's time (the new leader's campaign returning, and an
+# observer that follows the key's lifecycle events knowing). Its own server,
+# with notify-keyspace-events Kd.
+demo-election: build
+	@scripts/deps.sh run
+	$(CARGO) run --release -q -p hashlock-bench --bin demo-election
 
 fmt:
 	$(CARGO) fmt --all

@@ -31,7 +31,7 @@ struct Args {
     /// without it.
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Only these workloads (comma-separated: b1,b2,b3,b4,b6,b7,b8,b9,b10).
+    /// Only these workloads (comma-separated: b1,b2,b3,b4,b6,b7,b8,b9,b10,b11,b16).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Do not pin the server and the client to CPUs.
@@ -70,7 +70,7 @@ fn main() -> Result<std::process::ExitCode> {
         match Workload::parse(w.trim()) {
             Some(w) => only.push(w),
             None => {
-                bail!("--only: unknown workload {w:?} (b1, b2, b3, b4, b6, b7, b8, b9, b10, b11)")
+                bail!("--only: unknown workload {w:?} (b1, b2, b3, b4, b6, b7, b8, b9, b10, b11, b16)")
             }
         }
     }

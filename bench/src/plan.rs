@@ -37,10 +37,11 @@ pub enum Workload {
     B9,
     B10,
     B11,
+    B16,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 10] = [
+    pub const ALL: [Workload; 11] = [
         Workload::B1,
         Workload::B2,
         Workload::B3,
@@ -51,6 +52,7 @@ impl Workload {
         Workload::B9,
         Workload::B10,
         Workload::B11,
+        Workload::B16,
     ];
 
     pub fn parse(s: &str) -> Option<Workload> {
@@ -115,6 +117,11 @@ pub struct Plan {
     pub b10: crate::workloads::b10::Config,
     /// B11: how long each client library's driver runs.
     pub b11_each: Duration,
+    /// B16: candidates queued behind the leader; kills of the hashlock
+    /// leader; (lease, kills) of the Redisson-style watchdog leader.
+    pub b16_candidates: usize,
+    pub b16_kills: usize,
+    pub b16_watchdog: (Duration, usize),
 }
 
 impl Plan {
@@ -165,6 +172,9 @@ impl Plan {
                 },
                 b10: crate::workloads::b10::Config { keys: 20_000 },
                 b11_each: Duration::from_secs(5),
+                b16_candidates: 2,
+                b16_kills: 100,
+                b16_watchdog: (ms(300), 20),
             },
             Mode::Quick => Plan {
                 mode,
@@ -204,6 +214,9 @@ impl Plan {
                 },
                 b10: crate::workloads::b10::Config { keys: 20_000 },
                 b11_each: Duration::from_secs(2),
+                b16_candidates: 2,
+                b16_kills: 100,
+                b16_watchdog: (ms(300), 5),
             },
             Mode::Smoke => Plan {
                 mode,
@@ -243,6 +256,9 @@ impl Plan {
                 },
                 b10: crate::workloads::b10::Config { keys: 500 },
                 b11_each: ms(300),
+                b16_candidates: 2,
+                b16_kills: 3,
+                b16_watchdog: (ms(300), 1),
             },
         }
     }

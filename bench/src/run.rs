@@ -15,7 +15,7 @@ use crate::scripts;
 use crate::setup::{self, Pinning};
 use crate::workloads::contender::Waiter;
 use crate::workloads::pairs::Pairs;
-use crate::workloads::{b1, b2, b3, b4, b6, b7, b8, b9, b10, b11};
+use crate::workloads::{b1, b2, b3, b4, b6, b7, b8, b9, b10, b11, b16};
 
 pub struct Options {
     pub plan: Plan,
@@ -24,7 +24,7 @@ pub struct Options {
     pub pin: bool,
     /// Draw a progress bar on stderr (when it is a terminal).
     pub progress: bool,
-    /// This benchmark's own binary: B7 runs its lock holders as
+    /// This benchmark's own binary: B7 and B16 run their lock holders as
     /// `<exe> __holder ...` processes.
     pub holder_exe: std::path::PathBuf,
     /// B11: also measure the client libraries of this git revision.
@@ -70,6 +70,7 @@ pub struct Results {
     pub b9: Option<b9::Outcome>,
     pub b10: Option<b10::Outcome>,
     pub b11: Vec<b11::Row>,
+    pub b16: Vec<b16::Row>,
 }
 
 pub fn run(opts: &Options) -> Result<Results> {
@@ -130,6 +131,7 @@ pub fn run(opts: &Options) -> Result<Results> {
         b9: None,
         b10: None,
         b11: Vec::new(),
+        b16: Vec::new(),
     };
     rt.block_on(run_workloads(server.port, opts, &mut results))?;
     results.meta.took = t0.elapsed();
@@ -193,6 +195,7 @@ fn steps(plan: &Plan, ran: &[Workload]) -> u64 {
             Workload::B9 => 1,
             Workload::B10 => 1,
             Workload::B11 => 1,
+            Workload::B16 => 2,
         };
     }
     n as u64
@@ -372,6 +375,31 @@ async fn run_workloads(port: u16, opts: &Options, r: &mut Results) -> Result<()>
                     |what| progress.step(what),
                 )?;
                 progress.done();
+            }
+            Workload::B16 => {
+                let variants = [
+                    (b16::Variant::Hashlock, plan.b16_kills),
+                    (
+                        b16::Variant::Watchdog(plan.b16_watchdog.0),
+                        plan.b16_watchdog.1,
+                    ),
+                ];
+                for (i, (variant, kills)) in variants.into_iter().enumerate() {
+                    progress.step(&format!("B16 {} · {kills} leader kills", variant.label()));
+                    r.b16.push(
+                        b16::run(
+                            port,
+                            &opts.holder_exe,
+                            &mut admin,
+                            variant,
+                            plan.b16_candidates,
+                            kills,
+                            0xb16 + i as u64,
+                        )
+                        .await?,
+                    );
+                    progress.done();
+                }
             }
         }
         r.meta.workload_took.push((w, started.elapsed()));

@@ -201,6 +201,17 @@ pub fn fmt_count(x: f64) -> String {
     if n < 0 { format!("-{out}") } else { out }
 }
 
+/// CLOCK_MONOTONIC in ns: one clock for every process of the machine (an
+/// `Instant` cannot cross a process boundary; this can, as a number).
+pub fn monotonic_ns() -> u64 {
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe {
+        let mut ts: libc::timespec = std::mem::zeroed();
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -42,6 +42,8 @@ fn smoke_benchmark_produces_every_row() {
         "## B7",
         "## B9",
         "## B10",
+        "## B11",
+        "## B16",
     ] {
         assert!(md.contains(heading), "report lacks {heading:?}:\n{md}");
     }

@@ -52,6 +52,9 @@ type Client struct {
 	pools    map[string]*wire.Pool
 	template *redis.Options // cluster: a node's options, for redirect targets
 	closed   bool
+
+	// hub: the subscriber connections for lifecycle events (events.go).
+	hub *hub
 }
 
 type clientConfig struct {
@@ -91,6 +94,7 @@ func New(rdb redis.UniversalClient, opts ...ClientOption) *Client {
 	c := &Client{
 		cfg:   clientConfig{callTimeout: DefaultCallTimeout, maxIdle: DefaultMaxIdleConns},
 		pools: map[string]*wire.Pool{},
+		hub:   newHub(),
 	}
 	for _, o := range opts {
 		o(&c.cfg)
@@ -104,7 +108,9 @@ func New(rdb redis.UniversalClient, opts ...ClientOption) *Client {
 	return c
 }
 
-// Close closes the idle connections. Locks still held keep their
+// Close closes the idle connections and the subscriber connections
+// (observers and holds then learn of losses by their checks only; an
+// election's Observe channel closes). Locks still held keep their
 // connections until they are released (a KEEPALIVE lock is released by the
 // server when its connection closes).
 func (c *Client) Close() error {
@@ -113,6 +119,7 @@ func (c *Client) Close() error {
 	c.pools = map[string]*wire.Pool{}
 	c.closed = true
 	c.mu.Unlock()
+	c.hub.close()
 	for _, p := range pools {
 		p.Close()
 	}

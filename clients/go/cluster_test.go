@@ -228,3 +228,38 @@ func mustAcquireCtx(t *testing.T, lock *hashlock.Lock) *hashlock.Hold {
 	}
 	return h
 }
+
+// An election on a key whose slot moved after the cluster client loaded
+// its slot map: Observe and the terms' events follow the key to the node
+// that serves it (the server's MOVED, not the stale map), and a term whose
+// slot moves while it lasts is still revoked as it happens there.
+func TestClusterElection(t *testing.T) {
+	for _, kind := range testserver.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			n := startTwoNodes(t, kind)
+			for _, c := range []*redis.Client{n.s, n.d} {
+				must(t, c.ConfigSet(n.ctx, "notify-keyspace-events", "Kd").Err())
+			}
+			rc, hl := n.cluster()
+			must(t, rc.Ping(n.ctx).Err()) // the slot map: every slot on src
+			key := "{election:" + newKey() + "}"
+			n.move(key) // the (empty) slot moves to dst: the map is stale now
+			e := &env{t: t, rdb: n.d, hl: hl, ctx: n.ctx}
+			a := hl.NewElection(key, hashlock.WithCandidateID("node-a"))
+			o := observe(t, e, hl.NewElection(key))
+			o.expect(hashlock.NoLeader, "")
+			la, err := a.Campaign(n.ctx)
+			must(t, err)
+			if owner, _ := ownerOn(n.d, key); owner != "node-a" {
+				t.Fatalf("owner on dst %q", owner)
+			}
+			o.expect(hashlock.NewLeader, "node-a")
+			// Forced off on dst: the term learns it from dst's events.
+			must(t, n.d.Do(n.ctx, "LOCK.FORCERELEASE", key).Err())
+			if !closedWithin(la.Done(), time.Second) {
+				t.Fatal("the term was not revoked within 1 s")
+			}
+			o.expect(hashlock.NoLeader, "")
+		})
+	}
+}

@@ -25,13 +25,19 @@
 //   - KEEPALIVE by default: the lock is tied to its connection, renewed by
 //     the server while it is open and released the moment it closes.
 //   - Hold.Done is the loss signal: it closes when the connection closes or
-//     fails, the server shuts down, or a periodic check finds the lock
-//     force-released, expired or taken; Hold.Err says why.
+//     fails, the server shuts down, or the lock is force-released, expired
+//     or taken (seen as it happens through the module's lifecycle keyspace
+//     events when the server sends them, else by a periodic check);
+//     Hold.Err says why.
+//   - Election: leader election on a key (Campaign, Resign, Leader,
+//     Observe), on the same lock, its terms numbered by fencing tokens and
+//     its observers driven by the lifecycle events.
 //   - Errors match sentinels with errors.Is: ErrNotAcquired, ErrLockLost,
 //     ErrNotOwner, ErrNotLock, ErrWrongType, ErrNoReplicas,
 //     ErrModuleNotLoaded, ...
 //
 // The pieces other primitives will share (the pool and routing on Client,
 // the cancellable grant with its give-back, the tenure with its loss signal
-// and watcher, the backlog of background work) are not specific to Lock.
+// and watcher, the event subscriptions, the backlog of background work) are
+// not specific to Lock.
 package hashlock

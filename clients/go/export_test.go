@@ -16,3 +16,23 @@ func ConnAddr(h *Hold) string {
 	}
 	return ""
 }
+
+// LeadershipConnID is the CLIENT ID of the connection a term is tied to.
+func LeadershipConnID(l *Leadership) int64 { return ConnID(l.h) }
+
+// Subscribed reports whether c's subscriber connection has key's keyspace
+// channel subscribed now (database 0).
+func Subscribed(c *Client, key string) bool {
+	c.hub.mu.Lock()
+	defer c.hub.mu.Unlock()
+	for _, n := range c.hub.nodes {
+		n.mu.Lock()
+		st := n.chans[channelOf(0, key)]
+		ok := n.conn != nil && st != nil && !st.active.IsZero()
+		n.mu.Unlock()
+		if ok {
+			return true
+		}
+	}
+	return false
+}

@@ -42,6 +42,7 @@ type lockConfig struct {
 	replicasT time.Duration
 	owner     string
 	check     time.Duration
+	noEvents  bool
 }
 
 // LockOption configures NewLock.
@@ -103,6 +104,16 @@ func WithCheckInterval(d time.Duration) LockOption {
 			c.check = d
 		}
 	}
+}
+
+// WithoutEvents leaves the lock's keyspace channel alone: a loss that its
+// connection does not show (a force-release, an expiry) is then found by
+// the periodic check only. By default a held lock whose server sends
+// lifecycle events (notify-keyspace-events with K or E, and d) is watched
+// through them too, on the Client's one subscriber connection per server,
+// and learns of such a loss as it happens.
+func WithoutEvents() LockOption {
+	return func(c *lockConfig) { c.noEvents = true }
 }
 
 // NewLock returns the lock on key name.
@@ -317,6 +328,7 @@ func (l *Lock) acquire(ctx context.Context, w wait) (*Hold, error) {
 		_, _, granted, err := parseGrant(reply, l.cfg.token)
 		return granted && err == nil
 	}
+	sent := time.Now()
 	reply, ln, err := l.c.grantCall(callCtx, &l.bg, l.name, l.timeout(w.block), l.acquireArgs(w.block), undo, isGrant)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && w.deadline {
@@ -338,6 +350,7 @@ func (l *Lock) acquire(ctx context.Context, w wait) (*Hold, error) {
 		return nil, l.notAcquired(w)
 	}
 	var tied *link
+	addr := ln.conn.Addr()
 	if l.cfg.keepalive {
 		tied = ln
 	} else {
@@ -346,7 +359,7 @@ func (l *Lock) acquire(ctx context.Context, w wait) (*Hold, error) {
 	t := newTenure(tied)
 	l.holds.Store(count)
 	l.ten.Store(t)
-	l.startWatch(t)
+	l.startWatch(t, sent, addr)
 	return &Hold{l: l, t: t, token: token}, nil
 }
 
@@ -484,14 +497,19 @@ func (l *Lock) follow(ctx context.Context, t *tenure, args []interface{}) (inter
 }
 
 // startWatch runs t's watcher: KEEPALIVE: its connection's end, and a
-// LOCK.INFO on it every check interval; watchdog: a renewal every check
-// interval.
-func (l *Lock) startWatch(t *tenure) {
+// LOCK.INFO on it every check interval and at every lifecycle event on the
+// key; watchdog: a renewal every check interval, and a LOCK.INFO at every
+// event.
+func (l *Lock) startWatch(t *tenure, sent time.Time, addr string) {
 	connLost := func(cause error) error {
 		return l.lost("its KEEPALIVE connection closed", cause)
 	}
+	var events func(addr string) *keyWatch
+	if !l.cfg.noEvents {
+		events = func(addr string) *keyWatch { return l.subscribe(sent, addr) }
+	}
 	if l.cfg.keepalive {
-		t.watch(l.cfg.check, func() error { return l.checkTied(t) }, connLost)
+		t.watch(l.cfg.check, func() error { return l.checkTied(t, true) }, func() error { return l.checkTied(t, false) }, connLost, addr, events)
 		return
 	}
 	renewed := time.Now()
@@ -509,12 +527,52 @@ func (l *Lock) startWatch(t *tenure) {
 			return l.lost("no renewal succeeded within the lease", err)
 		}
 		return nil // transient: the next tick tries again
-	}, connLost)
+	}, func() error { return l.look(t) }, connLost, addr, events)
+}
+
+// look: the watchdog's look at an event (LOCK.INFO; a renewal would
+// extend a lease someone just shortened). Lost when another owner or
+// nobody holds it.
+func (l *Lock) look(t *tenure) error {
+	if t.ended() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), l.c.cfg.callTimeout)
+	defer cancel()
+	info, err := l.Info(ctx)
+	if err != nil || t.ended() {
+		return nil // the next renewal decides
+	}
+	if info == nil || info.Owner != l.owner {
+		return l.lost("it is gone (expired, force-released or taken)", nil)
+	}
+	return nil
+}
+
+// subscribe watches the lock's keyspace channel (nil when subscribing
+// fails: the periodic check then finds a loss alone). Every event but
+// lock.acquired and lock.released makes the watcher look: a holder loses
+// its lock by an ending event of its own (expired, forced, closed) or by
+// the server's own events (del, evicted, ... when those classes are on);
+// lock.released is a release by its owner, and another owner's grant
+// comes after one of those (or after a DEL, which the check finds). sent
+// is when the acquisition was sent, addr the server that granted it.
+func (l *Lock) subscribe(sent time.Time, addr string) *keyWatch {
+	ctx, cancel := context.WithTimeout(context.Background(), l.c.cfg.callTimeout)
+	defer cancel()
+	w, err := l.c.watchKeyAt(ctx, addr, l.name, sent, func(event string) bool {
+		return event != "lock.acquired" && event != "lock.released"
+	})
+	if err != nil {
+		return nil
+	}
+	return w
 }
 
 // checkTied: the KEEPALIVE check. A lock that is gone or held by someone
-// else is lost; a lock that lost its tie (failover, restart) is tied again.
-func (l *Lock) checkTied(t *tenure) error {
+// else is lost; a lock that lost its tie (failover, restart) is tied again
+// when retie (the periodic check; a look at an event only looks).
+func (l *Lock) checkTied(t *tenure, retie bool) error {
 	t.op.Lock()
 	defer t.op.Unlock()
 	ln := t.tied()
@@ -525,6 +583,10 @@ func (l *Lock) checkTied(t *tenure) error {
 	defer cancel()
 	replies, err := ln.conn.Do(ctx, l.c.cfg.callTimeout, []interface{}{"LOCK.INFO", l.name})
 	if err != nil {
+		if !errors.Is(err, wire.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+			// Closed under the check (an event announced it first).
+			return l.lost("its KEEPALIVE connection closed", err)
+		}
 		return l.lost("its KEEPALIVE connection failed a check", err)
 	}
 	if se, ok := replies[0].(wire.ServerError); ok {
@@ -545,7 +607,7 @@ func (l *Lock) checkTied(t *tenure) error {
 	if info == nil || info.Owner != l.owner {
 		return l.lost("it is gone (force-released, expired or deleted)", nil)
 	}
-	if !info.Keepalive {
+	if !info.Keepalive && retie {
 		replies, err := ln.conn.Do(ctx, l.timeout(-1), l.renewArgs())
 		if err != nil {
 			return l.lost("its KEEPALIVE connection failed a check", err)

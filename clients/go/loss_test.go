@@ -137,7 +137,7 @@ func TestLossSignalWatchdog(t *testing.T) {
 			lock := e.hl.NewLock(key, hashlock.WithoutKeepalive(), fast)
 			h := mustAcquire(t, e, lock)
 			e.rdb.Do(e.ctx, "LOCK.FORCERELEASE", key)
-			expectLost(t, e, lock, h, 2*time.Second, "renewal found it gone")
+			expectLost(t, e, lock, h, 2*time.Second, "gone")
 		})
 		t.Run("expiry", func(t *testing.T) {
 			e := newEnv(t, s)
@@ -145,7 +145,7 @@ func TestLossSignalWatchdog(t *testing.T) {
 			lock := e.hl.NewLock(key, hashlock.WithoutKeepalive(), fast)
 			h := mustAcquire(t, e, lock)
 			e.rdb.PExpire(e.ctx, key, time.Millisecond)
-			expectLost(t, e, lock, h, 2*time.Second, "renewal found it gone")
+			expectLost(t, e, lock, h, 2*time.Second, "gone")
 		})
 		t.Run("renewals-failing", func(t *testing.T) {
 			proxy, err := testserver.StartProxy(s.Addr)

@@ -21,6 +21,9 @@ import (
 // the order of magnitude, which the tests check separately where it counts.
 const waitFor = 10 * time.Second
 
+// eventsOn: the server options that enable the lifecycle events.
+var eventsOn = []string{"--notify-keyspace-events", "Kd"}
+
 // servers: one Redis 7.0 and one Valkey 9.1 with the module, shared by the
 // tests (each test uses keys of its own).
 var servers []*testserver.Server
@@ -33,8 +36,14 @@ func TestMain(m *testing.M) {
 		runHolder(spec) // a child process of TestKeepaliveKilledHolder
 		return
 	}
+	if spec := os.Getenv("HASHLOCK_TEST_CANDIDATE"); spec != "" {
+		runCandidate(spec) // a child process of TestElectionTakeovers
+		return
+	}
 	for _, kind := range testserver.Kinds {
-		s, err := testserver.Start(kind, testserver.Options{})
+		// The servers send the module's lifecycle events, as the shipped
+		// redis.conf has them (elections need them; locks use them).
+		s, err := testserver.Start(kind, testserver.Options{Config: eventsOn})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "starting servers:", err)
 			stopAll()

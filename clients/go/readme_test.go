@@ -159,3 +159,91 @@ func main() {
 		t.Fatalf("the snippet printed %q", out)
 	}
 }
+
+// TestReadmeElection runs README.md's leader election program as written
+// (only the address is changed) on each server: it observes, campaigns,
+// leads and resigns, and the observer sees each change in order.
+func TestReadmeElection(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var program string
+	for _, b := range regexp.MustCompile("(?s)```go\n(.*?)```").FindAllStringSubmatch(string(readme), -1) {
+		if strings.Contains(b[1], "NewElection") && strings.HasPrefix(b[1], "package main") {
+			program = b[1]
+		}
+	}
+	if program == "" {
+		t.Fatal("README.md: no election program")
+	}
+	runProgram := readerModule(t, program, servers[0].Addr)
+	want := regexp.MustCompile(`^observer: no-leader
+observer: elected node-a term \d{16,}
+leading; writes carry term \d{16,}
+observer: revoked node-a term \d{16,}
+observer: no-leader
+$`)
+	for _, s := range servers {
+		t.Run(s.Kind, func(t *testing.T) {
+			out := runProgram(program, s.Addr)
+			if !want.MatchString(out) {
+				t.Fatalf("the election example printed:\n%s", out)
+			}
+			if i := newEnv(t, s).info("billing:leader"); i != nil {
+				t.Fatalf("the example left the election led: %v", i)
+			}
+		})
+	}
+}
+
+// TestRootReadmeElection runs the Go snippet of the repository README's
+// "Leader election" section as the body of a function, with the variables
+// and the helper it assumes declared around it.
+func TestRootReadmeElection(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(readme)
+	at := strings.Index(text, "\n## Leader election")
+	if at < 0 {
+		t.Fatal("README.md: no Leader election section")
+	}
+	m := regexp.MustCompile("(?s)```go\n(.*?)```").FindStringSubmatch(text[at:])
+	if m == nil {
+		t.Fatal("README.md: no Go snippet in the Leader election section")
+	}
+	program := `package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+
+	"github.com/redis/go-redis/v9"
+	"hashlock"
+)
+
+func lead(ctx context.Context, term uint64) { fmt.Println("led, term > 0:", term > 0, ctx.Err() == nil) }
+
+func run(ctx context.Context, rdb *redis.Client) error {
+` + m[1] + `}
+
+func main() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6380"})
+	defer rdb.Close()
+	if err := run(ctx, rdb); err != nil {
+		log.Fatal(err)
+	}
+}
+`
+	out := readerModule(t, program, servers[1].Addr)(program, servers[1].Addr)
+	if out != "led, term > 0: true true\n" {
+		t.Fatalf("the snippet printed %q", out)
+	}
+	if i := newEnv(t, servers[1]).info("billing:leader"); i != nil {
+		t.Fatalf("the snippet left the election led: %v", i)
+	}
+}

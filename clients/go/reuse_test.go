@@ -33,6 +33,8 @@ func TestConnectionsAreReused(t *testing.T) {
 		}
 		lock := e.hl.NewLock(key, mode...)
 		pair(lock) // warm up: the pool's first connection
+		// and the subscriber connection (lifecycle events), beside it
+		eventually(t, "the lock's event subscription", func() bool { return hashlock.Subscribed(e.hl, key) })
 		before := e.connectionsReceived()
 		started := time.Now()
 		for i := 0; i < pairs; i++ {
@@ -80,6 +82,9 @@ func TestConnectionsAreReused(t *testing.T) {
 		// A cancelled wait closes its connection (and only that one).
 		e = newEnv(t, s)
 		holder := mustAcquire(t, e, e.hl.NewLock(key, mode...))
+		// The Client's subscriber connection (lifecycle events) opens
+		// beside its first acquisition.
+		eventually(t, "the holder's event subscription", func() bool { return hashlock.Subscribed(e.hl, key) })
 		before = e.connectionsReceived()
 		clients := e.connectedClients()
 		ctx, cancel := context.WithCancel(e.ctx)

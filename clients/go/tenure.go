@@ -22,10 +22,12 @@ const giveBackTimeout = 10 * time.Second
 // loss. It owns the connection the hold is tied to (KEEPALIVE), if any, and
 // its done channel is the loss signal.
 //
-// Until the server publishes lifecycle events, loss is seen two ways: the
-// tied connection's reader sees it close or fail at once, and a periodic
-// check (the caller's function: a renewal, or a look at the lock) finds it
-// gone. A later event subscription only has to call lose.
+// Loss is seen three ways: the tied connection's reader sees it close or
+// fail at once; a lifecycle keyspace event on the key (lock.forced,
+// lock.expired, ...: events.go) makes the watcher look at once; and a
+// periodic check (the caller's function: a renewal, or a look at the lock)
+// finds what no event announced (a DEL when the server sends only class d
+// events, a failover).
 type tenure struct {
 	done chan struct{}
 	once sync.Once
@@ -116,12 +118,40 @@ func (t *tenure) finish(err error, closeConn bool) {
 }
 
 // watch starts the watcher: it ends the tenure as lost when the tied
-// connection dies (connLost builds the error) or when check, called every
-// interval, returns an error.
-func (t *tenure) watch(interval time.Duration, check func() error, connLost func(cause error) error) {
+// connection dies (connLost builds the error), when check, called every
+// interval, returns an error, or when look, called whenever a lifecycle
+// event arrives on the key, does. events, if not nil, subscribes to the
+// key's events on the server at addr (it may block; it runs beside the
+// watcher, and returns nil when it cannot); when the tie moves to another
+// server (the key's slot moved), the subscription moves with it.
+func (t *tenure) watch(interval time.Duration, check, look func() error, connLost func(cause error) error,
+	addr string, events func(addr string) *keyWatch) {
+	var subscribed chan *keyWatch
+	subscribe := func(at string) {
+		ch := make(chan *keyWatch, 1)
+		subscribed = ch
+		go func() { ch <- events(at) }()
+	}
+	if events != nil {
+		subscribe(addr)
+	}
 	go func() {
 		ticker := time.NewTicker(interval)
 		defer ticker.Stop()
+		var kicks <-chan struct{}
+		var w *keyWatch
+		defer func() {
+			if w != nil {
+				w.Close()
+			} else if subscribed != nil {
+				// Still subscribing: close the watcher when it comes.
+				go func() {
+					if late := <-subscribed; late != nil {
+						late.Close()
+					}
+				}()
+			}
+		}()
 		for {
 			t.mu.Lock()
 			ln, changed := t.ln, t.changed
@@ -134,9 +164,27 @@ func (t *tenure) watch(interval time.Duration, check func() error, connLost func
 			case <-t.done:
 				return
 			case <-changed:
+				if nl := t.tied(); events != nil && nl != nil && nl.conn.Addr() != addr && subscribed == nil {
+					// Tied on another server now: its events come from there.
+					addr = nl.conn.Addr()
+					if w != nil {
+						w.Close()
+						w, kicks = nil, nil
+					}
+					subscribe(addr)
+				}
 			case <-connDone:
 				if t.tied() == ln {
 					t.lose(connLost(ln.conn.Err()))
+				}
+			case w = <-subscribed:
+				subscribed = nil
+				if w != nil {
+					kicks = w.Kicks()
+				}
+			case <-kicks:
+				if err := look(); err != nil {
+					t.lose(err)
 				}
 			case <-ticker.C:
 				if err := check(); err != nil {

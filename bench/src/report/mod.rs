@@ -207,6 +207,9 @@ pub fn markdown(r: &Results, svg_name: Option<&str>) -> String {
     if r.ran.contains(&Workload::B11) {
         b11_section(&mut s, r);
     }
+    if r.ran.contains(&Workload::B16) {
+        b16_section(&mut s, r);
+    }
     notes(&mut s);
     s
 }
@@ -786,6 +789,59 @@ fn b11_section(s: &mut String, r: &Results) {
     let _ = writeln!(s);
 }
 
+/// etcd's Election, cited (not run here): where its takeover time comes from.
+pub const ETCD_ELECTION: &str = "etcd's `concurrency.Election` (not run here): a candidate's campaign key lives on its \
+session's lease, so a leader whose process dies is replaced when that lease expires — up to the session TTL after its \
+last keep-alive, 60 s by default (`defaultSessionTTL = 60` in etcd's client, \
+[clientv3/concurrency/session.go](https://github.com/etcd-io/etcd/blob/v3.2.0-rc.0/clientv3/concurrency/session.go); \
+`concurrency.WithTTL` sets it). Observers learn of the change through a watch. The etcd cluster's own leader (Raft) \
+fails over after its election timeout, 1000 ms by default with a 100 ms heartbeat \
+([etcd tuning guide](https://etcd.io/docs/v3.5/tuning/)).";
+
+fn b16_section(s: &mut String, r: &Results) {
+    let _ = writeln!(
+        s,
+        "## B16 — leader election: the leader process killed (SIGKILL)\n\nThe leader is a process of its own (`hashlock-bench __holder`), \
+         elected on one key; {} more candidates wait on their own connections and an observer watches. Per kill, from just before `kill(2)`: \
+         **new leader** = the head of the queue's campaign returns (it knows it leads); **observer** = an observer knows who leads. \
+         hashlock: candidates campaign with `LOCK.ACQUIRE key id PX 30000 BLOCK 0 KEEPALIVE TOKEN` (the token is the term); the observer \
+         is subscribed to the key's keyspace channel (`notify-keyspace-events Kd`, on for this workload only) and reads `LOCK.INFO` at \
+         each event (the library's `observe()`). Redisson-style: the leader holds an RLock renewed by a watchdog from inside the process \
+         (the renewals die with it); candidates wait Redisson's way (EVAL + pub/sub, sleeping up to the PTTL: a lapse publishes nothing), \
+         and so does the observer, which then reads the hash; measured with a short lease — with Redisson's default (30 s renewed every \
+         10 s) the wait is the rest of the lease, 20–30 s. \
+         \"Leaders before the kill\": for hashlock two leaders at once (must be 0); for the watchdog a lease that ran out before the kill \
+         (the machine delayed a renewal), whose kill is run again.\n",
+        r.plan.b16_candidates
+    );
+    let _ = writeln!(
+        s,
+        "| leader | kills | new leader p50 | p99 | max | observer p50 | p99 | max | terms grow | leaders before the kill |\n|---|---:|---:|---:|---:|---:|---:|---:|---|---:|"
+    );
+    for row in &r.b16 {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            row.variant.label(),
+            row.leader.len() + row.early,
+            fmt_duration(quantile(&row.leader, 0.5)),
+            fmt_duration(quantile(&row.leader, 0.99)),
+            fmt_duration(max(&row.leader)),
+            fmt_duration(quantile(&row.observer, 0.5)),
+            fmt_duration(quantile(&row.observer, 0.99)),
+            fmt_duration(max(&row.observer)),
+            match row.variant {
+                crate::workloads::b16::Variant::Hashlock => {
+                    if row.terms_grow { "yes" } else { "NO" }
+                }
+                crate::workloads::b16::Variant::Watchdog(_) => "— (no term)",
+            },
+            row.early
+        );
+    }
+    let _ = writeln!(s, "\n{ETCD_ELECTION}\n");
+}
+
 fn notes(s: &mut String) {
     let _ = writeln!(
         s,
@@ -893,6 +949,14 @@ pub fn missing_rows(r: &Results) -> Vec<String> {
         {
             missing.push(format!("B11 {}", lib.label()));
         }
+    }
+    if r.ran.contains(&Workload::B16)
+        && (r.b16.len() != 2
+            || r.b16
+                .iter()
+                .any(|x| x.leader.is_empty() || x.observer.is_empty()))
+    {
+        missing.push("B16".into());
     }
     if p.mode == Mode::Smoke && targets(r).iter().any(|t| t.verdict == Verdict::NotRun) {
         missing.push("a target could not be evaluated".into());

@@ -326,6 +326,55 @@ pub fn targets(r: &Results) -> Vec<Target> {
         ),
     });
 
+    // B16: a killed leader is replaced, and observers know, in milliseconds.
+    let row = r
+        .b16
+        .iter()
+        .find(|x| x.variant == crate::workloads::b16::Variant::Hashlock);
+    for (what, observer) in [
+        (
+            "leader SIGKILLed → the new leader's campaign returns p99 (hashlock Election)",
+            false,
+        ),
+        (
+            "leader SIGKILLed → an observer knows who leads p99 (event + LOCK.INFO)",
+            true,
+        ),
+    ] {
+        let h = |x: &crate::workloads::b16::Row| {
+            if observer {
+                x.observer.clone()
+            } else {
+                x.leader.clone()
+            }
+        };
+        t.push(Target {
+            workload: "B16",
+            what: what.into(),
+            measured: row.map_or("—".into(), |x| {
+                format!(
+                    "{} ({} kills){}{}",
+                    fmt_duration(quantile(&h(x), 0.99)),
+                    h(x).len(),
+                    if x.early > 0 {
+                        format!(", {} TWO LEADERS", x.early)
+                    } else {
+                        String::new()
+                    },
+                    if x.terms_grow {
+                        ""
+                    } else {
+                        ", TERMS DID NOT GROW"
+                    }
+                )
+            }),
+            goal: "≤ 5 ms".into(),
+            verdict: verdict(row.map(|x| {
+                x.early == 0 && x.terms_grow && quantile(&h(x), 0.99) <= Duration::from_millis(5)
+            })),
+        });
+    }
+
     // B9: many tied locks do not stall the server.
     let b9 = r.b9.as_ref();
     t.push(Target {

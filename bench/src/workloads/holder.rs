@@ -1,8 +1,11 @@
-//! The lock holder of B7, as a process of its own (this binary run as
-//! `hashlock-bench __holder ...`), so that it can be killed with SIGKILL like
-//! a crashing service: it takes the lock, prints `ready`, then holds it the
-//! way its variant does until it is killed. The watchdog variant renews from
-//! inside the process, so the renewals die with it, as Redisson's do.
+//! The lock holder of B7 and B16, as a process of its own (this binary run
+//! as `hashlock-bench __holder ...`), so that it can be killed with SIGKILL
+//! like a crashing service: it takes the lock, prints `ready`, then holds it
+//! the way its variant does until it is killed. The watchdog variant renews
+//! from inside the process, so the renewals die with it, as Redisson's do.
+//! The campaign variant (B16, `make demo-election`) is an election
+//! candidate: it waits in the queue until elected, then prints
+//! `elected <term> <CLOCK_MONOTONIC ns>`.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -22,6 +25,9 @@ pub enum Mode {
     Lease,
     /// Redisson's lock script, then its renew script every third of the lease.
     Watchdog,
+    /// An election candidate: `LOCK.ACQUIRE key owner PX lease BLOCK 0
+    /// KEEPALIVE TOKEN` (the token is the term), waiting until elected.
+    Campaign,
 }
 
 impl Mode {
@@ -30,11 +36,12 @@ impl Mode {
             Mode::Keepalive => "keepalive",
             Mode::Lease => "lease",
             Mode::Watchdog => "watchdog",
+            Mode::Campaign => "campaign",
         }
     }
 
     fn parse(s: &str) -> Option<Mode> {
-        [Mode::Keepalive, Mode::Lease, Mode::Watchdog]
+        [Mode::Keepalive, Mode::Lease, Mode::Watchdog, Mode::Campaign]
             .into_iter()
             .find(|m| m.name() == s)
     }
@@ -55,7 +62,9 @@ pub fn args(port: u16, key: &str, owner: &str, mode: Mode, lease: Duration) -> V
 /// The holder process's main.
 pub fn main(args: &[String]) -> ExitCode {
     let [port, key, owner, mode, lease_ms] = args else {
-        eprintln!("usage: {ARG} <port> <key> <owner> <keepalive|lease|watchdog> <lease ms>");
+        eprintln!(
+            "usage: {ARG} <port> <key> <owner> <keepalive|lease|watchdog|campaign> <lease ms>"
+        );
         return ExitCode::from(2);
     };
     let (Ok(port), Some(mode), Ok(lease)) = (
@@ -72,17 +81,39 @@ pub fn main(args: &[String]) -> ExitCode {
         Mode::Keepalive => c.cmd(&["LOCK.ACQUIRE", key, owner, "PX", &lease_arg, "KEEPALIVE"]),
         Mode::Lease => c.cmd(&["LOCK.ACQUIRE", key, owner, "PX", &lease_arg]),
         Mode::Watchdog => c.cmd(&["EVAL", redisson::TRY_LOCK, "1", key, &lease_arg, owner]),
+        Mode::Campaign => c.cmd(&[
+            "LOCK.ACQUIRE",
+            key,
+            owner,
+            "PX",
+            &lease_arg,
+            "BLOCK",
+            "0",
+            "KEEPALIVE",
+            "TOKEN",
+        ]),
     };
-    let ok = match mode {
-        Mode::Watchdog => took.is_nil(),
+    let ok = match (mode, &took) {
+        (Mode::Watchdog, _) => took.is_nil(),
+        (Mode::Campaign, Reply::Array(a)) => {
+            if let [Reply::Int(1), Reply::Int(term)] = a.as_slice() {
+                println!("elected {term} {}", crate::timing::monotonic_ns());
+                let _ = std::io::stdout().flush();
+                true
+            } else {
+                false
+            }
+        }
         _ => took == Reply::Int(1),
     };
     if !ok {
         eprintln!("holder: could not take {key}: {took:?}");
         return ExitCode::FAILURE;
     }
-    println!("ready");
-    let _ = std::io::stdout().flush();
+    if mode != Mode::Campaign {
+        println!("ready");
+        let _ = std::io::stdout().flush();
+    }
     loop {
         match mode {
             Mode::Watchdog => {

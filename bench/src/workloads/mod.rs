@@ -3,10 +3,12 @@
 //! B7 killed holder process (KEEPALIVE), B8 surviving failover (REPLICAS,
 //! TOKEN), B9 KEEPALIVE at scale, B10 queued locks sharing one deadline,
 //! B11 the client libraries.
+//! B16 leader election (leader process killed).
 
 pub mod b1;
 pub mod b10;
 pub mod b11;
+pub mod b16;
 pub mod b2;
 pub mod b3;
 pub mod b4;

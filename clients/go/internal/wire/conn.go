@@ -71,6 +71,10 @@ type Conn struct {
 	expect  atomic.Int64 // replies the reader may still deliver
 	replies chan interface{}
 
+	// push, when set, receives the pub/sub messages ("message" arrays) of
+	// a connection in subscribe mode; they are not replies to a command.
+	push atomic.Pointer[func(channel, payload string)]
+
 	closeOnce sync.Once
 	closing   chan struct{} // closed by Close
 	done      chan struct{} // closed when the reader stopped: the connection is dead
@@ -190,6 +194,12 @@ func (c *Conn) readLoop() {
 			c.Close()
 			return
 		}
+		if h := c.push.Load(); h != nil {
+			if ch, payload, ok := message(v); ok {
+				(*h)(ch, payload)
+				continue
+			}
+		}
 		if c.expect.Add(-1) < 0 {
 			c.setErr(errUnsolicited)
 			c.Close()
@@ -201,6 +211,27 @@ func (c *Conn) readLoop() {
 			return
 		}
 	}
+}
+
+// OnPush makes c a subscriber connection: from now on the pub/sub
+// messages it receives (["message", channel, payload]) go to h, called
+// from the connection's reader (it must not block), instead of being taken
+// for replies. SUBSCRIBE/UNSUBSCRIBE confirmations and PING stay replies
+// (one per channel), so Do still sends those commands and waits for them.
+func (c *Conn) OnPush(h func(channel, payload string)) { c.push.Store(&h) }
+
+// message recognises a pub/sub message.
+func message(v interface{}) (channel, payload string, ok bool) {
+	a, isArr := v.([]interface{})
+	if !isArr || len(a) != 3 {
+		return "", "", false
+	}
+	if kind, _ := a[0].(string); kind != "message" && kind != "smessage" {
+		return "", "", false
+	}
+	channel, ok1 := a[1].(string)
+	payload, ok2 := a[2].(string)
+	return channel, payload, ok1 && ok2
 }
 
 // Do writes the commands in one go and returns their replies in order

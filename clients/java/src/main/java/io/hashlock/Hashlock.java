@@ -2,6 +2,7 @@ package io.hashlock;
 
 import io.hashlock.internal.ConnectionPool;
 import io.hashlock.internal.Router;
+import io.hashlock.internal.Subscriber;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -41,6 +42,7 @@ public final class Hashlock implements AutoCloseable {
     private final Router router;
     private final ScheduledThreadPoolExecutor scheduler;
     private final ThreadPoolExecutor workers;
+    private final Subscriber subscriber;
     private final Map<HoldKey, Lock.Hold> holds = new ConcurrentHashMap<>();
     private final java.util.concurrent.atomic.AtomicLong givenBack = new java.util.concurrent.atomic.AtomicLong();
     private volatile boolean closed;
@@ -57,6 +59,7 @@ public final class Hashlock implements AutoCloseable {
         this.scheduler.setRemoveOnCancelPolicy(true);
         this.workers = new ThreadPoolExecutor(b.workers, b.workers, 30, TimeUnit.SECONDS, new LinkedBlockingQueue<>(), daemon("hashlock-worker"));
         this.workers.allowCoreThreadTimeOut(true);
+        this.subscriber = new Subscriber(router, scheduler, workers);
     }
 
     /** A Hashlock with a fresh random id and the default options. */
@@ -75,7 +78,20 @@ public final class Hashlock implements AutoCloseable {
 
     public Lock lock(String name, LockOptions options) {
         if (closed) throw new IllegalStateException("hashlock is closed");
-        return new Lock(this, Objects.requireNonNull(name), Objects.requireNonNull(options));
+        return new Lock(this, Objects.requireNonNull(name), Objects.requireNonNull(options), null);
+    }
+
+    /**
+     * The leader election on key {@code name}, as one candidate with a fresh
+     * id and the default options ({@link Election}).
+     */
+    public Election election(String name) {
+        return election(name, ElectionOptions.defaults());
+    }
+
+    public Election election(String name, ElectionOptions options) {
+        if (closed) throw new IllegalStateException("hashlock is closed");
+        return new Election(this, Objects.requireNonNull(name), Objects.requireNonNull(options));
     }
 
     /** This instance's id: owners are {@code <id>:<thread id>}. */
@@ -120,6 +136,7 @@ public final class Hashlock implements AutoCloseable {
         List<Lock.Hold> all = new ArrayList<>(holds.values());
         holds.clear();
         for (Lock.Hold h : all) h.abandon("hashlock was closed");
+        subscriber.close();
         pool.close();
         scheduler.shutdownNow();
         workers.shutdownNow();
@@ -131,6 +148,10 @@ public final class Hashlock implements AutoCloseable {
 
     Router router() {
         return router;
+    }
+
+    Subscriber subscriber() {
+        return subscriber;
     }
 
     ScheduledExecutorService scheduler() {

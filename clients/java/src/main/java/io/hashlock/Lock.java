@@ -48,12 +48,15 @@ public final class Lock implements java.util.concurrent.locks.Lock {
     private final String name;
     private final byte[] key;
     private final LockOptions options;
+    /** An owner for every thread (an election's candidate id); null: {@code <id>:<thread id>}. */
+    private final String fixedOwner;
 
-    Lock(Hashlock hashlock, String name, LockOptions options) {
+    Lock(Hashlock hashlock, String name, LockOptions options, String fixedOwner) {
         this.hashlock = hashlock;
         this.name = name;
         this.key = Resp.bytes(name);
         this.options = options;
+        this.fixedOwner = fixedOwner;
     }
 
     public String name() {
@@ -66,6 +69,7 @@ public final class Lock implements java.util.concurrent.locks.Lock {
 
     /** The calling thread's owner id: {@code <Hashlock id>:<thread id>}, as Redisson writes it. */
     public String owner() {
+        if (fixedOwner != null) return fixedOwner;
         return hashlock.id() + ":" + Thread.currentThread().getId();
     }
 
@@ -226,7 +230,7 @@ public final class Lock implements java.util.concurrent.locks.Lock {
 
     // ---- acquiring ------------------------------------------------------
 
-    private Hold currentHold() {
+    Hold currentHold() {
         Hold h = hashlock.holds().get(new Hashlock.HoldKey(name, owner()));
         return h == null || h.count == 0 ? null : h;
     }
@@ -253,6 +257,7 @@ public final class Lock implements java.util.concurrent.locks.Lock {
         Object reply;
         RespConnection conn = null;
         boolean asking = false;
+        long sentNanos = System.nanoTime();
         if (options.keepalive() || block != null) {
             long clientTimeout = block == null
                     ? hashlock.router().commandTimeoutMs() + replicasMs()
@@ -283,16 +288,22 @@ public final class Lock implements java.util.concurrent.locks.Lock {
         }
         Hold h = new Hold(owner, ownerBytes, options);
         h.count = 1;
+        h.serverCount = got[0];
         h.token = got[1];
         h.validUntilNanos = System.nanoTime() + options.leaseMs() * 1_000_000L;
         if (options.keepalive()) {
-            h.tie = new Tie(hashlock.router(), key, conn, asking, renewArgs(ownerBytes, true, options), (old, neu) -> h.watch.connection(neu));
+            h.tie = new Tie(hashlock.router(), key, conn, asking, renewArgs(ownerBytes, true, options), (old, neu) -> {
+                h.watch.connection(neu);
+                // The key's events come from the new node now.
+                if (options.events()) h.subscribe(System.nanoTime());
+            });
             h.watch.connection(conn);
         } else if (conn != null) {
             hashlock.router().pool().giveBack(conn);
         }
         hashlock.holds().put(hk, h);
         h.startChecks();
+        if (options.events()) h.subscribe(sentNanos);
         return true;
     }
 
@@ -396,6 +407,8 @@ public final class Lock implements java.util.concurrent.locks.Lock {
         final Watch watch;
         /** Holds taken through hashlock by this owner and not released. */
         int count;
+        /** The server's hold count when this hold was taken (more than 1: the owner held it elsewhere too). */
+        long serverCount;
         long token;
         /** KEEPALIVE: the connection the lock is tied to. */
         Tie tie;
@@ -414,6 +427,82 @@ public final class Lock implements java.util.concurrent.locks.Lock {
         void startChecks() {
             long period = Math.max(1, Math.min(options.checkIntervalMs(), options.leaseMs() / 3));
             watch.poll(period, options.keepalive() ? this::checkTied : () -> checkWatchdog(period));
+        }
+
+        /**
+         * Watches the key's lifecycle events (in the background): every
+         * event but {@code lock.acquired} and {@code lock.released} makes the
+         * hold look at itself at once. A holder loses its lock by an ending
+         * event of its own ({@code lock.expired}, {@code lock.forced},
+         * {@code lock.closed}) or by the server's own events ({@code del},
+         * {@code evicted}, ... when those classes are on); a release is its
+         * owner's, and another owner's grant comes after one of those (or
+         * after a DEL, which the periodic check finds).
+         */
+        void subscribe(long sentNanos) {
+            Watch.Check look = options.keepalive() ? this::lookTied : this::lookWatchdog;
+            try {
+                hashlock.workers().execute(() -> {
+                    if (watch.stopped()) return;
+                    try {
+                        watch.events(hashlock.subscriber().watch(key, sentNanos,
+                                e -> !e.equals("lock.acquired") && !e.equals("lock.released"), () -> watch.look(look)));
+                    } catch (RuntimeException e) {
+                        // no subscription: the periodic check finds a loss alone
+                    }
+                });
+            } catch (java.util.concurrent.RejectedExecutionException e) {
+                // hashlock is closing
+            }
+        }
+
+        /** True until the hold ended (released, lost, settled). */
+        synchronized boolean active() {
+            return !ended && count > 0;
+        }
+
+        /**
+         * KEEPALIVE, at an event: still ours? (Only a look: re-tying a lock
+         * that lost its tie is the periodic check's job.)
+         */
+        private void lookTied() {
+            synchronized (this) {
+                if (ended) return;
+                LockInfo info;
+                try {
+                    info = parseInfo(Errors.check(tie.call(List.of(b("LOCK.INFO"), key))));
+                } catch (ConnectionException e) {
+                    throw new LockLostException(LossReason.CONNECTION_LOST, "lock " + name + " held by " + owner + ": its connection failed (" + e.getMessage() + ")", e);
+                }
+                notHeldUnless(info);
+            }
+        }
+
+        /** Watchdog, at an event: still ours? (A look, not a renewal: that would extend a lease someone just shortened.) */
+        private void lookWatchdog() {
+            synchronized (this) {
+                if (ended) return;
+                notHeldUnless(parseInfo(Errors.check(hashlock.router().call(key, List.of(b("LOCK.INFO"), key)))));
+            }
+        }
+
+        /**
+         * The grant was a re-entry of a lock this owner id holds elsewhere
+         * (another process with the same election candidate id): give the
+         * hold back, untie the lock from this connection (its holder's own
+         * check ties it again), and end this hold without a loss.
+         */
+        void dropDuplicate() {
+            synchronized (this) {
+                if (ended) return;
+                try {
+                    send(List.of(b("LOCK.RELEASE"), key, ownerBytes));
+                    if (tie != null) tie.call(renewArgs(ownerBytes, false, options));
+                } catch (RuntimeException e) {
+                    if (tie != null) tie.close(); // cannot untie: do not pool a tied connection
+                }
+                end();
+            }
         }
 
         /** KEEPALIVE: still ours, and still tied? Re-ties when the tie was lost (failover, slot moved). */

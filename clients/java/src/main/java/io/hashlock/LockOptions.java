@@ -18,6 +18,7 @@ public final class LockOptions {
     private final int replicas;
     private final long replicasTimeoutMs;
     private final long checkIntervalMs;
+    private final boolean events;
 
     private LockOptions(Builder b) {
         this.leaseMs = b.leaseMs;
@@ -26,6 +27,7 @@ public final class LockOptions {
         this.replicas = b.replicas;
         this.replicasTimeoutMs = b.replicasTimeoutMs;
         this.checkIntervalMs = b.checkIntervalMs;
+        this.events = b.events;
     }
 
     public static LockOptions defaults() {
@@ -61,6 +63,11 @@ public final class LockOptions {
         return checkIntervalMs;
     }
 
+    /** Whether a held lock also watches its key's lifecycle keyspace events (default true). */
+    public boolean events() {
+        return events;
+    }
+
     public Builder toBuilder() {
         Builder b = new Builder();
         b.leaseMs = leaseMs;
@@ -69,6 +76,7 @@ public final class LockOptions {
         b.replicas = replicas;
         b.replicasTimeoutMs = replicasTimeoutMs;
         b.checkIntervalMs = checkIntervalMs;
+        b.events = events;
         return b;
     }
 
@@ -76,7 +84,7 @@ public final class LockOptions {
     public String toString() {
         return "LockOptions[lease " + leaseMs + " ms, keepalive " + keepalive + ", token " + token
                 + (replicas >= 0 ? ", replicas " + replicas + " within " + replicasTimeoutMs + " ms" : "")
-                + ", check every " + checkIntervalMs + " ms]";
+                + ", check every " + checkIntervalMs + " ms" + (events ? "" : ", no events") + "]";
     }
 
     public static final class Builder {
@@ -86,8 +94,23 @@ public final class LockOptions {
         private int replicas = -1;
         private long replicasTimeoutMs = DEFAULT_REPLICAS_TIMEOUT.toMillis();
         private long checkIntervalMs = DEFAULT_CHECK_INTERVAL.toMillis();
+        private boolean events = true;
 
         private Builder() {}
+
+        /**
+         * True (default): while held, the lock also watches its key's
+         * lifecycle keyspace events (on the Hashlock's one subscriber
+         * connection per node) and looks at itself as soon as one arrives,
+         * so a force-release or an expiry fires the loss signal as it
+         * happens. Needs {@code notify-keyspace-events} with K (or E) and d
+         * on the server; without, nothing arrives and the periodic check
+         * finds the loss. False: the periodic check only.
+         */
+        public Builder events(boolean events) {
+            this.events = events;
+            return this;
+        }
 
         /**
          * The lease every acquisition and renewal sets (default 30 s). With
@@ -156,11 +179,11 @@ public final class LockOptions {
     public boolean equals(Object o) {
         if (!(o instanceof LockOptions x)) return false;
         return leaseMs == x.leaseMs && keepalive == x.keepalive && token == x.token && replicas == x.replicas
-                && replicasTimeoutMs == x.replicasTimeoutMs && checkIntervalMs == x.checkIntervalMs;
+                && replicasTimeoutMs == x.replicasTimeoutMs && checkIntervalMs == x.checkIntervalMs && events == x.events;
     }
 
     @Override
     public int hashCode() {
-        return Objects.hash(leaseMs, keepalive, token, replicas, replicasTimeoutMs, checkIntervalMs);
+        return Objects.hash(leaseMs, keepalive, token, replicas, replicasTimeoutMs, checkIntervalMs, events);
     }
 }

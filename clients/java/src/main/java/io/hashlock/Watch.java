@@ -8,12 +8,13 @@ import java.util.function.Consumer;
 
 /**
  * Watches one hold and fires its {@link LossSignal} when the hold ends other
- * than by its owner's release. Two sources until the server has lifecycle
- * events: the hold's connection (its end is seen at once by the connection's
- * reader) and a periodic check of the hold (force-release, a lapsed lease,
- * a failed renewal). When lifecycle keyspace events land, a third source
- * (the key's {@code lock.expired}/{@code lock.forced}/{@code lock.closed})
- * replaces the polling here; the primitives do not change.
+ * than by its owner's release. Three sources: the hold's connection (its end
+ * is seen at once by the connection's reader), the key's lifecycle keyspace
+ * events ({@code lock.expired}, {@code lock.forced}, {@code lock.closed}, and
+ * the server's own {@code del}/{@code evicted} when those classes are on:
+ * each makes the watch look at the hold at once, see {@link #events}), and a
+ * periodic check of the hold (what no event announced: a DEL when only class
+ * {@code d} is on, a failover; and the watchdog's renewals).
  *
  * <p>Shared by every primitive: it knows nothing about locks.
  */
@@ -35,8 +36,11 @@ final class Watch {
     private final Consumer<IOException> connectionLost = this::connectionLost;
     private RespConnection watched;
     private ScheduledFuture<?> poll;
+    private io.hashlock.internal.Subscriber.KeyWatch events;
     private boolean stopped;
     private boolean checking;
+    /** A check asked for while one ran: run after it (an event must not be lost). */
+    private Check again;
 
     Watch(Hashlock hashlock, LossSignal signal, String what) {
         this.hashlock = hashlock;
@@ -62,27 +66,69 @@ final class Watch {
         poll = hashlock.scheduler().scheduleWithFixedDelay(() -> submit(check), periodMs, periodMs, TimeUnit.MILLISECONDS);
     }
 
-    private void submit(Check check) {
+    /**
+     * The key's event subscription (replacing the one before: the key moved
+     * to another node): {@link #look} is called when an event arrives; the
+     * subscription ends with the watch.
+     */
+    void events(io.hashlock.internal.Subscriber.KeyWatch w) {
+        io.hashlock.internal.Subscriber.KeyWatch previous;
         synchronized (this) {
-            if (stopped || checking) return;
+            if (stopped) {
+                previous = w;
+            } else {
+                previous = events;
+                events = w;
+            }
+        }
+        if (previous != null) previous.close();
+    }
+
+    /** Runs {@code check} now on a worker thread (after the one running, if any). */
+    void look(Check check) {
+        submit(check, true);
+    }
+
+    private void submit(Check check) {
+        submit(check, false);
+    }
+
+    private void submit(Check check, boolean queue) {
+        synchronized (this) {
+            if (stopped) return;
+            if (checking) {
+                if (queue) again = check;
+                return;
+            }
             checking = true;
         }
-        hashlock.workers().execute(() -> {
-            try {
-                synchronized (this) {
-                    if (stopped) return;
+        try {
+            hashlock.workers().execute(() -> {
+                Check next = check;
+                while (next != null) {
+                    try {
+                        synchronized (this) {
+                            if (stopped) return;
+                        }
+                        next.run();
+                    } catch (LockLostException e) {
+                        lost(e);
+                    } catch (Exception e) {
+                        // a failed check: the check decides when that means a loss
+                    } finally {
+                        synchronized (this) {
+                            next = stopped ? null : again;
+                            again = null;
+                            if (next == null) checking = false;
+                        }
+                    }
                 }
-                check.run();
-            } catch (LockLostException e) {
-                lost(e);
-            } catch (Exception e) {
-                // a failed check: the check decides when that means a loss
-            } finally {
-                synchronized (this) {
-                    checking = false;
-                }
+            });
+        } catch (java.util.concurrent.RejectedExecutionException e) {
+            synchronized (this) {
+                checking = false;
             }
-        });
+        }
     }
 
     private void connectionLost(IOException e) {
@@ -94,16 +140,22 @@ final class Watch {
     void lost(LockLostException e) {
         synchronized (this) {
             if (stopped) return;
-            stop();
         }
+        stop();
         signal.fire(e);
     }
 
     /** Stops watching; the signal does not fire from here on. */
-    synchronized void stop() {
-        stopped = true;
-        if (poll != null) poll.cancel(false);
-        if (watched != null) watched.removeOnLost(connectionLost);
+    void stop() {
+        io.hashlock.internal.Subscriber.KeyWatch w;
+        synchronized (this) {
+            stopped = true;
+            if (poll != null) poll.cancel(false);
+            if (watched != null) watched.removeOnLost(connectionLost);
+            w = events;
+            events = null;
+        }
+        if (w != null) w.close();
     }
 
     synchronized boolean stopped() {

@@ -198,4 +198,32 @@ class ClusterTest {
             }
         }
     }
+
+    /**
+     * An election on a key whose slot moved after the cluster client loaded
+     * its map: observe() and the term's events follow the key to the node
+     * that serves it (the server's MOVED, not the stale map), and the term is
+     * revoked as it happens there.
+     */
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("io.hashlock.testing.Matrix#servers")
+    void anElectionFollowsItsKeysNode(TestServer.Kind kind) throws Exception {
+        try (TwoNodes nodes = new TwoNodes(kind); JedisCluster jc = new JedisCluster(new HostAndPort("127.0.0.1", nodes.src.port))) {
+            for (TestServer s : new TestServer[] {nodes.src, nodes.dst}) s.cmd("CONFIG", "SET", "notify-keyspace-events", "Kd");
+            String key = Matrix.key("{election}");
+            nodes.startMigration(key);
+            nodes.finishMigration(key); // the map still says src
+            try (Hashlock h = Hashlock.create(JedisConnector.cluster(jc)); Hashlock ho = Hashlock.create(JedisConnector.cluster(jc));
+                    ElectionTest.Events o = new ElectionTest.Events(ho.election(key))) {
+                o.expect(ElectionEvent.Kind.NO_LEADER, null);
+                Leadership term = h.election(key, ElectionOptions.builder().id("node-a").checkInterval(Duration.ofHours(1)).build()).campaign();
+                assertEquals("node-a", info(nodes.dst, key).owner());
+                o.expect(ElectionEvent.Kind.NEW_LEADER, "node-a");
+                Thread.sleep(50); // the term's subscription is made beside its grant
+                nodes.dst.cmd("LOCK.FORCERELEASE", key);
+                term.signal().future().get(1, TimeUnit.SECONDS); // the events (checks run every 10 s here)
+                o.expect(ElectionEvent.Kind.NO_LEADER, null);
+            }
+        }
+    }
 }

@@ -38,6 +38,16 @@ class ReadmeTest {
 
     /** Compiles {@code body} into a class with {@code shipOrder(int)} that records what it saw, and runs it. */
     static List<String> run(String body, int port) throws Exception {
+        return run(body, port, "");
+    }
+
+    /** Helpers of the election example: {@code lead(long)} records the term it got, {@code stopLeading()} that it was told. */
+    static final String ELECTION_HELPERS =
+            "  static void lead(long term) { SEEN.add(\"led term>0=\" + (term > 0)); }\n"
+            + "  static void stopLeading() { SEEN.add(\"told to stop\"); }\n";
+
+    /** As {@link #run(String, int)}, with {@code helpers} (more methods) in the class. */
+    static List<String> run(String body, int port, String helpers) throws Exception {
         String src = "import io.hashlock.*;\nimport io.hashlock.jedis.JedisConnector;\nimport java.util.concurrent.TimeUnit;\n"
                 + "public class ReadmeExample {\n"
                 + "  public static final java.util.List<String> SEEN = new java.util.ArrayList<>();\n"
@@ -47,6 +57,7 @@ class ReadmeTest {
                 + "      SEEN.add(\"shipped \" + id + \" held=\" + (info != null));\n"
                 + "    }\n"
                 + "  }\n"
+                + helpers
                 + "  public static void main() throws Exception {\n" + body.replace("6380", Integer.toString(port)) + "  }\n}\n";
         Path dir = Files.createTempDirectory("hashlock-readme");
         JavaCompiler javac = ToolProvider.getSystemJavaCompiler();
@@ -90,5 +101,42 @@ class ReadmeTest {
         assertEquals(1, blocks.size(), "one Java example in the README's client section");
         assertEquals(List.of("shipped 42 held=true"), run(blocks.get(0), s.port));
         assertEquals(null, s.cmd("LOCK.INFO", "orders:42"));
+    }
+
+    /** The election example of clients/java/README.md, and the Java one of the repository README's "Leader election". */
+    @Test
+    void theElectionExamplesRun() throws Exception {
+        String lib = Files.readString(REPO.resolve("clients/java/README.md"));
+        String root = Files.readString(REPO.resolve("README.md"));
+        int at = root.indexOf("\n## Leader election");
+        assertTrue(at >= 0, "README.md: no Leader election section");
+        int end = root.indexOf("\n## ", at + 1);
+        List<String> examples = new ArrayList<>();
+        for (String b : javaBlocks(lib)) if (b.contains("election(")) examples.add(b);
+        examples.addAll(javaBlocks(root.substring(at, end < 0 ? root.length() : end)));
+        assertEquals(2, examples.size(), "one election example in each README");
+        for (TestServer.Kind kind : TestServer.Kind.values()) {
+            TestServer s = TestServer.shared(kind);
+            for (String example : examples) {
+                java.io.PrintStream out = System.out;
+                java.io.ByteArrayOutputStream printed = new java.io.ByteArrayOutputStream();
+                List<String> seen;
+                System.setOut(new java.io.PrintStream(printed, true));
+                try {
+                    seen = run(example, s.port, ELECTION_HELPERS);
+                } finally {
+                    System.setOut(out);
+                }
+                assertEquals(List.of("led term>0=true"), seen, kind + ": " + example);
+                String text = printed.toString();
+                // The observer prints on its own thread, until the example closes it.
+                for (String line : text.split("\\R")) {
+                    if (line.isEmpty()) continue;
+                    assertTrue(line.matches("observer: (NO_LEADER|(ELECTED|REVOKED) node-a term \\d{16,})"), kind + " printed:\n" + text);
+                }
+                System.out.print(text);
+                assertEquals(null, s.cmd("LOCK.INFO", "billing:leader"), "resigned at the end");
+            }
+        }
     }
 }

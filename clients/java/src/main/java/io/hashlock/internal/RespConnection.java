@@ -45,6 +45,8 @@ public final class RespConnection implements Closeable {
     private volatile boolean closedByUs;
     private volatile IOException failure;
     private volatile long idleSinceNanos = System.nanoTime();
+    /** Set on a subscriber connection: where pub/sub messages go. */
+    private volatile java.util.function.BiConsumer<byte[], byte[]> push;
 
     /**
      * Opens, runs the connector's handshake, reads the server's client id;
@@ -166,6 +168,23 @@ public final class RespConnection implements Closeable {
         lostListeners.remove(listener);
     }
 
+    /**
+     * Makes this a subscriber connection: from now on the pub/sub messages
+     * it receives ({@code ["message", channel, payload]}) go to
+     * {@code handler}, called on the reader thread (it must not block),
+     * instead of being taken for replies. SUBSCRIBE/UNSUBSCRIBE
+     * confirmations and PING stay replies (one per channel).
+     */
+    public void onPush(java.util.function.BiConsumer<byte[], byte[]> handler) {
+        this.push = handler;
+    }
+
+    private static boolean isMessage(Object reply) {
+        if (!(reply instanceof List<?> l) || l.size() != 3 || !(l.get(0) instanceof byte[] kind)) return false;
+        String k = new String(kind, java.nio.charset.StandardCharsets.US_ASCII);
+        return (k.equals("message") || k.equals("smessage")) && l.get(1) instanceof byte[] && l.get(2) instanceof byte[];
+    }
+
     /** Closes the socket now; pending calls fail; no lost listener is called. */
     @Override
     public void close() {
@@ -186,6 +205,16 @@ public final class RespConnection implements Closeable {
             } catch (IOException e) {
                 fail(e);
                 return;
+            }
+            java.util.function.BiConsumer<byte[], byte[]> h = push;
+            if (h != null && isMessage(reply)) {
+                List<?> l = (List<?>) reply;
+                try {
+                    h.accept((byte[]) l.get(1), (byte[]) l.get(2));
+                } catch (RuntimeException ignored) {
+                    // a handler's failure must not stop the reader
+                }
+                continue;
             }
             CompletableFuture<Object> f;
             synchronized (writeLock) {

@@ -64,12 +64,18 @@ public final class TestServer implements AutoCloseable {
         this.process = process;
     }
 
-    /** One server of this kind per test JVM, with the module: tests use their own keys. */
+    /** The server options that turn the module's lifecycle keyspace events on (as the shipped redis.conf does). */
+    public static final String[] EVENTS_ON = {"notify-keyspace-events", "Kd"};
+
+    /**
+     * One server of this kind per test JVM, with the module and its
+     * lifecycle events on: tests use their own keys.
+     */
     public static TestServer shared(Kind kind) {
         synchronized (SHARED) {
             TestServer s = SHARED.get(kind);
             if (s == null || !s.process.isAlive()) {
-                s = start(kind);
+                s = start(kind, EVENTS_ON);
                 SHARED.put(kind, s);
             }
             return s;
