@@ -242,7 +242,9 @@ impl Plan {
                 b8_clients: vec![1, 50],
                 b8_slices: 1,
                 b8_warmup: ms(20),
-                b8_slice: ms(80),
+                // One client's REPLICAS round trips have been slower than
+                // 80 ms on a loaded machine, leaving the row empty.
+                b8_slice: ms(250),
                 b8_token_keys: 500,
                 b8_token_rounds: 2,
                 b7_waiters: 2,
