@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use hashlock_reliability::report::Section;
 use hashlock_reliability::{
-    churn, cluster_churn, cluster_worker, crash, failover, fuzz, leaks, servers,
+    churn, cluster_churn, cluster_worker, crash, failover, fuzz, leaks, semaphores, servers,
 };
 use testkit::{KINDS, Kind};
 
@@ -30,7 +30,7 @@ enum Length {
     Long,
 }
 
-const USAGE: &str = "usage: hashlock-reliability <all|churn|crash|failover|fuzz|leaks|reload|cluster|valgrind> [--short|--long] [--out FILE]";
+const USAGE: &str = "usage: hashlock-reliability <all|churn|crash|failover|fuzz|leaks|reload|cluster|semaphores|valgrind> [--short|--long] [--out FILE]";
 
 fn main() -> ExitCode {
     raise_fd_limit();
@@ -52,6 +52,18 @@ fn main() -> ExitCode {
                 incarnation: flags.num("incarnation") as u32,
                 until_ns: flags.num("until-ns"),
                 keys: flags.num("keys") as usize,
+                out: PathBuf::from(flags.get("out").expect("--out")),
+            });
+            ExitCode::SUCCESS
+        }
+        "sem-worker" => {
+            semaphores::worker(semaphores::WorkerArgs {
+                port: flags.num("port") as u16,
+                resp3: flags.num("resp") == 3,
+                seed: flags.num("seed"),
+                id: flags.num("id") as usize,
+                incarnation: flags.num("incarnation") as u32,
+                until_ns: flags.num("until-ns"),
                 out: PathBuf::from(flags.get("out").expect("--out")),
             });
             ExitCode::SUCCESS
@@ -90,6 +102,30 @@ fn main() -> ExitCode {
             leaks::valgrind_workload(kind);
             ExitCode::SUCCESS
         }
+        // Internal: one R7 run (to iterate on it).
+        "sem-one" => {
+            let kind = match flags.get("kind") {
+                Some("redis") => Kind::Redis,
+                _ => Kind::Valkey,
+            };
+            let s = semaphores::section(
+                &[kind],
+                &[flags.get("resp") == Some("3")],
+                Duration::from_secs(flags.num("secs")),
+                flags.get("ops").map_or(0, |p| p.parse().unwrap_or(0)),
+                flags
+                    .get("promotions")
+                    .map_or(0, |p| p.parse().unwrap_or(0)),
+                Duration::from_millis(500),
+                !flags.has("both"),
+            );
+            print!("{}", s.render());
+            if s.failures.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
         // Internal: only R3's churn across promotions (to iterate on it).
         "promotions" => {
             let long = flags.has("long");
@@ -109,7 +145,7 @@ fn main() -> ExitCode {
             }
         }
         "all" | "churn" | "crash" | "failover" | "fuzz" | "leaks" | "reload" | "cluster"
-        | "cluster-noblock" | "valgrind" => {
+        | "cluster-noblock" | "valgrind" | "semaphores" => {
             let length = if flags.has("long") {
                 Length::Long
             } else {
@@ -118,12 +154,26 @@ fn main() -> ExitCode {
             let which: Vec<&str> = match cmd.as_str() {
                 "all" if length == Length::Long => {
                     vec![
-                        "churn", "crash", "failover", "fuzz", "leaks", "reload", "cluster",
+                        "churn",
+                        "crash",
+                        "failover",
+                        "fuzz",
+                        "leaks",
+                        "reload",
+                        "cluster",
+                        "semaphores",
                         "valgrind",
                     ]
                 }
                 "all" => vec![
-                    "churn", "crash", "failover", "fuzz", "leaks", "reload", "cluster",
+                    "churn",
+                    "crash",
+                    "failover",
+                    "fuzz",
+                    "leaks",
+                    "reload",
+                    "cluster",
+                    "semaphores",
                 ],
                 one => vec![one],
             };
@@ -264,6 +314,29 @@ fn scenario(name: &str, length: Length) -> Section {
             Duration::from_millis(1500),
             false,
         ),
+        "semaphores" => {
+            if long {
+                semaphores::section(
+                    &KINDS,
+                    &[false, true],
+                    Duration::from_secs(120),
+                    300_000,
+                    30,
+                    Duration::from_millis(1500),
+                    false,
+                )
+            } else {
+                semaphores::section(
+                    &KINDS,
+                    &[false, true],
+                    Duration::from_secs(5),
+                    0,
+                    2,
+                    Duration::from_millis(500),
+                    true,
+                )
+            }
+        }
         "valgrind" => leaks::valgrind_section(&KINDS),
         other => panic!("unknown scenario {other}"),
     }
