@@ -35,6 +35,8 @@ pub mod model;
 pub mod promotions;
 pub mod report;
 pub mod round;
+pub mod rwcheck;
+pub mod rwmulti;
 pub mod semaphores;
 pub mod semcheck;
 pub mod sempromo;

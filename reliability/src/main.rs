@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use hashlock_reliability::report::Section;
 use hashlock_reliability::{
-    churn, cluster_churn, cluster_worker, crash, failover, fuzz, leaks, semaphores, servers,
+    churn, cluster_churn, cluster_worker, crash, failover, fuzz, leaks, rwmulti, semaphores, servers,
 };
 use testkit::{KINDS, Kind};
 
@@ -30,7 +30,7 @@ enum Length {
     Long,
 }
 
-const USAGE: &str = "usage: hashlock-reliability <all|churn|crash|failover|fuzz|leaks|reload|cluster|semaphores|valgrind> [--short|--long] [--out FILE]";
+const USAGE: &str = "usage: hashlock-reliability <all|churn|crash|failover|fuzz|leaks|reload|cluster|semaphores|rwmulti|valgrind> [--short|--long] [--out FILE]";
 
 fn main() -> ExitCode {
     raise_fd_limit();
@@ -67,6 +67,42 @@ fn main() -> ExitCode {
                 out: PathBuf::from(flags.get("out").expect("--out")),
             });
             ExitCode::SUCCESS
+        }
+        "rw-worker" => {
+            rwmulti::worker(rwmulti::WorkerArgs {
+                port: flags.num("port") as u16,
+                resp3: flags.num("resp") == 3,
+                workload: match flags.get("workload") {
+                    Some("rw") => rwmulti::Workload::ReadWrite,
+                    _ => rwmulti::Workload::Multi,
+                },
+                keepalive: flags.num("keepalive") == 1,
+                seed: flags.num("seed"),
+                id: flags.num("id") as usize,
+                incarnation: flags.num("incarnation") as u32,
+                until_ns: flags.num("until-ns"),
+                out: PathBuf::from(flags.get("out").expect("--out")),
+            });
+            ExitCode::SUCCESS
+        }
+        // Internal: one R8 run (to iterate on it).
+        "rw-one" => {
+            let kind = match flags.get("kind") {
+                Some("redis") => Kind::Redis,
+                _ => Kind::Valkey,
+            };
+            let s = rwmulti::section(
+                &[kind],
+                &[flags.get("resp") == Some("3")],
+                Duration::from_secs(flags.num("secs")),
+                Duration::from_secs(2),
+            );
+            print!("{}", s.render());
+            if s.failures.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
         }
         "cluster-worker" => {
             let list = |name: &str| -> Vec<String> {
@@ -145,7 +181,7 @@ fn main() -> ExitCode {
             }
         }
         "all" | "churn" | "crash" | "failover" | "fuzz" | "leaks" | "reload" | "cluster"
-        | "cluster-noblock" | "valgrind" | "semaphores" => {
+        | "cluster-noblock" | "valgrind" | "semaphores" | "rwmulti" => {
             let length = if flags.has("long") {
                 Length::Long
             } else {
@@ -173,7 +209,7 @@ fn main() -> ExitCode {
                     "leaks",
                     "reload",
                     "cluster",
-                    "semaphores",
+                    "semaphores", "rwmulti",
                 ],
                 one => vec![one],
             };
@@ -329,7 +365,7 @@ fn scenario(name: &str, length: Length) -> Section {
                 semaphores::section(
                     &KINDS,
                     &[false, true],
-                    Duration::from_secs(5),
+                    Duration::from_secs(4),
                     0,
                     2,
                     Duration::from_millis(500),
@@ -337,6 +373,12 @@ fn scenario(name: &str, length: Length) -> Section {
                 )
             }
         }
+        "rwmulti" => rwmulti::section(
+            &KINDS,
+            &[false, true],
+            Duration::from_secs(if long { 60 } else { 3 }),
+            Duration::from_secs(if long { 2 } else { 1 }),
+        ),
         "valgrind" => leaks::valgrind_section(&KINDS),
         other => panic!("unknown scenario {other}"),
     }
