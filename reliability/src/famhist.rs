@@ -268,6 +268,85 @@ impl Writer {
     }
 }
 
+/// Follows a history as its worker writes it: each `poll` returns the calls
+/// answered since the last one, reading only what was appended.
+pub struct Follower {
+    path: std::path::PathBuf,
+    offset: u64,
+    partial: String,
+    open: Option<Call>,
+    /// `I` lines seen so far.
+    pub invoked: u64,
+}
+
+impl Follower {
+    pub fn new(path: &Path) -> Follower {
+        Follower {
+            path: path.to_path_buf(),
+            offset: 0,
+            partial: String::new(),
+            open: None,
+            invoked: 0,
+        }
+    }
+
+    pub fn poll(&mut self) -> Vec<Call> {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut done = Vec::new();
+        let Ok(mut f) = File::open(&self.path) else {
+            return done;
+        };
+        if f.seek(SeekFrom::Start(self.offset)).is_err() {
+            return done;
+        }
+        let mut bytes = Vec::new();
+        if f.read_to_end(&mut bytes).is_err() {
+            return done;
+        }
+        self.offset += bytes.len() as u64;
+        self.partial.push_str(&String::from_utf8_lossy(&bytes));
+        let Some(cut) = self.partial.rfind('\n') else {
+            return done;
+        };
+        let complete: String = self.partial.drain(..=cut).collect();
+        for line in complete.lines() {
+            let f: Vec<&str> = line.splitn(4, ' ').collect();
+            let (kind, seq, at, rest) = match f[..] {
+                [k, s, a, r] => (k, s, a, r),
+                [k, s, a] => (k, s, a, ""),
+                _ => continue,
+            };
+            let (Ok(seq), Ok(at)) = (seq.parse::<u64>(), at.parse::<u64>()) else {
+                continue;
+            };
+            match kind {
+                "I" => {
+                    self.invoked += 1;
+                    self.open = Some(Call {
+                        seq,
+                        invoke: at,
+                        args: rest.split(' ').map(str::to_string).collect(),
+                        ret: None,
+                        recovered: false,
+                        by_proxy: false,
+                    });
+                }
+                "R" | "X" => {
+                    if let (Some(mut c), Some(out)) = (self.open.take(), Out::decode(rest)) {
+                        if c.seq == seq {
+                            c.ret = Some((at, out));
+                            c.recovered = kind == "X";
+                            done.push(c);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        done
+    }
+}
+
 pub fn read(path: &Path, name: &str) -> Result<History, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     parse(&text, name).map_err(|e| format!("{}: {e}", path.display()))
@@ -384,5 +463,37 @@ mod tests {
         assert!(h.calls[3].by_proxy);
         assert_eq!(h.calls[3].out(), Some(&Out::Err("ERR x y".into())));
         assert_eq!(h.calls[3].out().unwrap().err_code(), Some("ERR"));
+    }
+
+    #[test]
+    fn a_follower_reads_only_what_was_appended() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w0.0.hist");
+        let mut f = Follower::new(&path);
+        assert!(f.poll().is_empty());
+        let mut w = Writer::create(&path).unwrap();
+        let s = w.invoke(&["CLIENT".into(), "ID".into()], 1);
+        assert!(f.poll().is_empty());
+        w.returned(s, 2, &Out::Int(3));
+        let s = w.invoke(&["SEMAPHORE.ACQUIRE".into(), "sem".into()], 3);
+        let got = f.poll();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].out(), Some(&Out::Int(3)));
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(format!("R {s} 4 IN").as_bytes())
+            .unwrap();
+        assert!(f.poll().is_empty());
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(b"T 1\n")
+            .unwrap();
+        let got = f.poll();
+        assert_eq!((got.len(), f.invoked), (1, 2));
+        assert_eq!(got[0].out(), Some(&Out::Int(1)));
     }
 }

@@ -37,7 +37,7 @@ use testkit::rng::Rng;
 use testkit::{Client, Kind, Reply, Server};
 
 use crate::clock::{MS, mono_ns};
-use crate::famhist::{self, Call, History, Out};
+use crate::famhist::{self, Call, Follower, History, Out};
 use crate::famproc::{Conn, Proc};
 use crate::report::{Section, fmt_int, median_max};
 use crate::rwcheck::{self, Opts};
@@ -352,6 +352,7 @@ fn observe(port: u16, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Observed
             for _ in 0..cmds.len() {
                 exec = c.read_reply();
             }
+            let at = mono_ns();
             let infos = exec.as_array();
             let holder: HashMap<&str, String> = keys
                 .iter()
@@ -385,9 +386,23 @@ fn observe(port: u16, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Observed
                 } else {
                     o.partial_count += 1;
                     if o.partial.len() < 5 {
+                        let ttls: Vec<String> = keys
+                            .iter()
+                            .zip(infos)
+                            .filter(|(_, i)| !i.is_nil())
+                            .map(|(k, i)| {
+                                format!(
+                                    "{k}: {} ttl {:?} holds {:?}",
+                                    i.map_get("owner").map_or(String::new(), |o| String::from_utf8_lossy(o.as_bytes()).into_owned()),
+                                    i.map_get("ttl"),
+                                    i.map_get("holds")
+                                )
+                            })
+                            .collect();
                         o.partial.push(format!(
-                            "{owner} seen without {} ({holder:?})",
-                            missing.join(", ")
+                            "at {at}: {owner} seen without {} ({})",
+                            missing.join(", "),
+                            ttls.join("; ")
                         ));
                     }
                 }
@@ -502,28 +517,46 @@ pub struct Outcome {
     pub stats: HashMap<String, u64>,
 }
 
-/// Keys a history holds tied at its end: (key, owner) of grants made with
-/// KEEPALIVE not yet released to zero.
+/// Keys a history holds tied at its end: grants made with KEEPALIVE not
+/// yet released to zero.
 fn tied_keys(h: &History) -> Vec<String> {
-    let mut holds: HashMap<(String, String), i64> = HashMap::new();
-    // (key, owner and mode) of a single-key call.
-    let single = |c: &Call| -> (String, String) {
-        let a = &c.args;
-        let mode = if c.cmd().starts_with("RWLOCK.") { a[3].to_ascii_uppercase() } else { String::new() };
-        (a[1].clone(), format!("{} {mode}", a[2]))
-    };
+    let mut t = TiedLocks::default();
     for c in h.own() {
+        t.apply(c);
+    }
+    t.keys()
+}
+
+/// The locks a worker holds with KEEPALIVE, call after call: (key, owner
+/// and mode) -> holds.
+#[derive(Default)]
+struct TiedLocks {
+    holds: HashMap<(String, String), i64>,
+}
+
+impl TiedLocks {
+    fn single(c: &Call) -> (String, String) {
+        let a = &c.args;
+        let mode = if c.cmd().starts_with("RWLOCK.") {
+            a[3].to_ascii_uppercase()
+        } else {
+            String::new()
+        };
+        (a[1].clone(), format!("{} {mode}", a[2]))
+    }
+
+    fn apply(&mut self, c: &Call) {
         let a = &c.args;
         let tied = c.flag("KEEPALIVE");
         match (c.cmd().as_str(), c.out()) {
             ("RWLOCK.ACQUIRE" | "LOCK.ACQUIRE", Some(Out::Int(n))) if tied => {
-                holds.insert(single(c), *n);
+                self.holds.insert(Self::single(c), *n);
             }
             ("LOCK.MACQUIRE", Some(Out::Arr(items))) if tied => {
                 let (keys, owner) = rwcheck::multi_args(a);
                 for (k, i) in keys.into_iter().zip(items) {
                     if let famhist::Item::Int(n) = i {
-                        holds.insert((k, format!("{owner} ")), *n);
+                        self.holds.insert((k, format!("{owner} ")), *n);
                     }
                 }
             }
@@ -532,7 +565,7 @@ fn tied_keys(h: &History) -> Vec<String> {
                     Some(Out::Int(n)) => *n,
                     _ => 0,
                 };
-                if let Some(h) = holds.get_mut(&single(c)) {
+                if let Some(h) = self.holds.get_mut(&Self::single(c)) {
                     *h = left;
                 }
             }
@@ -546,22 +579,22 @@ fn tied_keys(h: &History) -> Vec<String> {
                         },
                         _ => 0,
                     };
-                    if let Some(h) = holds.get_mut(&(k, format!("{owner} "))) {
+                    if let Some(h) = self.holds.get_mut(&(k, format!("{owner} "))) {
                         *h = left;
                     }
                 }
             }
             _ => {}
         }
+        self.holds.retain(|_, n| *n > 0);
     }
-    let mut keys: Vec<String> = holds
-        .into_iter()
-        .filter(|(_, n)| *n > 0)
-        .map(|((k, _), _)| k)
-        .collect();
-    keys.sort();
-    keys.dedup();
-    keys
+
+    fn keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> = self.holds.keys().map(|(k, _)| k.clone()).collect();
+        keys.sort();
+        keys.dedup();
+        keys
+    }
 }
 
 fn worker_args(cfg: &Config, until: u64, keepalive: bool) -> Vec<String> {
@@ -609,25 +642,32 @@ pub fn run(cfg: &Config) -> Outcome {
         Proc::spawn(port, dir.path(), id, inc, &args)
     };
     let mut procs: Vec<Proc> = (0..cfg.workers).map(|id| spawn(id, 0)).collect();
+    let mut tracks: Vec<(Follower, TiedLocks)> = procs
+        .iter()
+        .map(|p| (Follower::new(&p.hist), TiedLocks::default()))
+        .collect();
     let mut kills = Vec::new();
     let kill_ns = cfg.kill_every.as_nanos() as u64;
     let mut next_kill = start + kill_ns * 3 / 4 + rng.below(kill_ns / 2 + 1);
     while mono_ns() < until {
         let now = mono_ns();
-        for p in &mut procs {
+        for (p, t) in procs.iter_mut().zip(&mut tracks) {
             if p.exited() {
                 problems.push(p.failure("exited on its own"));
                 p.close();
                 let (id, inc) = (p.id, p.incarnation + 1);
                 *p = spawn(id, inc);
+                *t = (Follower::new(&p.hist), TiedLocks::default());
             }
         }
         if now >= next_kill {
             let holding: Vec<usize> = (0..KEEPALIVE_WORKERS.min(procs.len()))
                 .filter(|&i| {
-                    procs[i].started()
-                        && famhist::read(&procs[i].hist, &procs[i].name())
-                            .is_ok_and(|h| !tied_keys(&h).is_empty())
+                    let (f, t) = &mut tracks[i];
+                    for c in f.poll() {
+                        t.apply(&c);
+                    }
+                    !t.keys().is_empty()
                 })
                 .collect();
             let tied_turn = kills.len() % 2 == 0;
@@ -663,6 +703,7 @@ pub fn run(cfg: &Config) -> Outcome {
                 p.close();
                 let (id, inc) = (p.id, p.incarnation + 1);
                 *p = spawn(id, inc);
+                tracks[i] = (Follower::new(&p.hist), TiedLocks::default());
             }
             next_kill = now + kill_ns * 3 / 4 + rng.below(kill_ns / 2 + 1);
         }
@@ -728,6 +769,7 @@ pub fn run(cfg: &Config) -> Outcome {
     let stats = servers::lock_stats(&server);
     if verdict.violations() > 0
         || !problems.is_empty()
+        || observed.as_ref().is_some_and(|o| o.partial_count > 0)
         || std::env::var_os("HASHLOCK_KEEP_HISTORIES").is_some()
     {
         let kept = dir.keep();

@@ -37,10 +37,10 @@ use testkit::rng::Rng;
 use testkit::{Client, Kind, Reply, Server};
 
 use crate::clock::{self, MS, mono_ns};
-use crate::famhist::{self, History, Out, Writer};
+use crate::famhist::{self, Follower, History, Out, Writer};
 use crate::famproc::{Conn, Proc};
 use crate::report::{Section, fmt_int, median_max};
-use crate::semcheck::{self, Opts};
+use crate::semcheck::{self, Opts, TiedPermits};
 use crate::servers;
 
 pub const KEY: &str = "sem";
@@ -388,6 +388,12 @@ pub fn run(cfg: &Config) -> Outcome {
     let mut procs: Vec<Proc> = (0..cfg.workers)
         .map(|id| Proc::spawn(port, dir.path(), id, 0, &args))
         .collect();
+    // What each live worker holds tied, followed as it writes its history.
+    let mut tracks: Vec<(Follower, TiedPermits)> = procs
+        .iter()
+        .map(|p| (Follower::new(&p.hist), TiedPermits::default()))
+        .collect();
+    let mut calls_of_the_dead = 0;
     let mut kills: Vec<Kill> = Vec::new();
     let kill_ns = cfg.kill_every.as_nanos() as u64;
     let mut next_kill = start + kill_ns * 3 / 4 + rng.below(kill_ns / 2 + 1);
@@ -396,30 +402,33 @@ pub fn run(cfg: &Config) -> Outcome {
     loop {
         let now = mono_ns();
         if now >= until && now >= next_count {
-            if now >= hard_until || count_calls(dir.path()) >= cfg.min_ops {
+            let live: u64 = tracks.iter().map(|(f, _)| f.invoked).sum();
+            if now >= hard_until || calls_of_the_dead + live >= cfg.min_ops {
                 break;
             }
             next_count = now + 5_000 * MS;
         }
-        for p in &mut procs {
+        for (p, t) in procs.iter_mut().zip(&mut tracks) {
             if p.exited() {
                 problems.push(p.failure("exited on its own"));
                 p.close();
                 let (id, inc) = (p.id, p.incarnation + 1);
                 *p = Proc::spawn(port, dir.path(), id, inc, &args);
+                calls_of_the_dead += t.0.invoked;
+                *t = (Follower::new(&p.hist), TiedPermits::default());
             }
         }
         if now >= next_kill {
             // Every other kill hits a worker holding KEEPALIVE permits.
-            let tied_holders: Vec<usize> = procs
-                .iter()
+            let tied_holders: Vec<usize> = tracks
+                .iter_mut()
                 .enumerate()
-                .filter(|(_, p)| {
-                    p.started()
-                        && famhist::read(&p.hist, &p.name())
-                            .is_ok_and(|h| semcheck::tied_held(&h) > 0)
+                .filter_map(|(i, (f, t))| {
+                    for c in f.poll() {
+                        t.apply(&c);
+                    }
+                    (t.held() > 0).then_some(i)
                 })
-                .map(|(i, _)| i)
                 .collect();
             let tied_turn = kills.len() % 2 == 0;
             if tied_turn && tied_holders.is_empty() && now < next_kill + 500 * MS {
@@ -473,6 +482,9 @@ pub fn run(cfg: &Config) -> Outcome {
                 let (id, inc) = (p.id, p.incarnation + 1);
                 p.close();
                 *p = Proc::spawn(port, dir.path(), id, inc, &args);
+                tracks[i].0.poll();
+                calls_of_the_dead += tracks[i].0.invoked;
+                tracks[i] = (Follower::new(&p.hist), TiedPermits::default());
             }
             next_kill = now + kill_ns * 3 / 4 + rng.below(kill_ns / 2 + 1);
         }
@@ -562,23 +574,6 @@ pub fn run(cfg: &Config) -> Outcome {
         problems,
         stats,
     }
-}
-
-/// Calls the workers have invoked so far (their histories' `I` lines).
-fn count_calls(dir: &std::path::Path) -> u64 {
-    std::fs::read_dir(dir)
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .filter(|e| e.path().extension().is_some_and(|x| x == "hist"))
-                .filter_map(|e| std::fs::read(e.path()).ok())
-                .map(|b| {
-                    b.split(|&c| c == b'\n')
-                        .filter(|l| l.first() == Some(&b'I'))
-                        .count() as u64
-                })
-                .sum()
-        })
-        .unwrap_or(0)
 }
 
 struct Snapshot {

@@ -549,25 +549,41 @@ pub fn anonymous_held(h: &History, with_recovered: bool) -> u64 {
 /// (with the recovered answer to its last call): what its connection's
 /// close returns.
 pub fn tied_held(h: &History) -> u64 {
-    let mut ids: HashSet<Vec<u8>> = HashSet::new();
+    let mut t = TiedPermits::default();
     for c in h.own() {
+        t.apply(c);
+    }
+    t.held()
+}
+
+/// The KEEPALIVE permits a worker holds, call after call.
+#[derive(Default)]
+pub struct TiedPermits {
+    ids: HashSet<Vec<u8>>,
+}
+
+impl TiedPermits {
+    pub fn apply(&mut self, c: &Call) {
         match (c.cmd().as_str(), c.out()) {
             ("SEMAPHORE.LEASE", Some(Out::Arr(items))) if c.flag("KEEPALIVE") => {
                 for i in items {
                     if let Item::Bulk(b) = i {
-                        ids.insert(b.clone());
+                        self.ids.insert(b.clone());
                     }
                 }
             }
             ("SEMAPHORE.RETURN", out) if !matches!(out, Some(Out::Err(_))) => {
                 for id in &c.args[2..] {
-                    ids.remove(id.as_bytes());
+                    self.ids.remove(id.as_bytes());
                 }
             }
             _ => {}
         }
     }
-    ids.len() as u64
+
+    pub fn held(&self) -> u64 {
+        self.ids.len() as u64
+    }
 }
 
 #[cfg(test)]
