@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! hashlock-reliability all --short|--long [--out FILE]
-//! hashlock-reliability churn|crash|failover|fuzz|leaks|reload|cluster [--short|--long]
+//! hashlock-reliability churn|crash|failover|fuzz|leaks|reload|cluster|semaphores|rwmulti [--short|--long]
 //! hashlock-reliability valgrind
 //! ```
 //!

@@ -46,6 +46,10 @@ use crate::servers;
 pub const RW_KEYS: usize = 2;
 pub const MULTI_KEYS: usize = 8;
 pub const KEEPALIVE_WORKERS: usize = 4;
+/// No worker may go longer than this without a fresh grant (each wait is
+/// bounded by BLOCK <= 600 ms; the longest seen while building this was
+/// ~2.6 s).
+pub const PROGRESS_BOUND_MS: f64 = 10_000.0;
 /// A killed worker's tied holds must be let go within this.
 pub const CLOSED_BOUND_MS: f64 = 50.0;
 
@@ -879,6 +883,13 @@ pub fn section(kinds: &[Kind], protos: &[bool], duration: Duration, kill_every: 
                 for x in &o.starved {
                     s.fail(format!("{what}: no progress: {x}"));
                 }
+                s.check(o.longest_without_grant_ms <= PROGRESS_BOUND_MS, || {
+                    format!(
+                        "{what}: a worker went {:.1} s without a grant (bound {:.0} s)",
+                        o.longest_without_grant_ms / 1e3,
+                        PROGRESS_BOUND_MS / 1e3
+                    )
+                });
                 for k in o.kills.iter().filter(|k| !k.tied_keys.is_empty()) {
                     match k.closed_ms {
                         Some(ms) if ms <= CLOSED_BOUND_MS => {}
@@ -938,7 +949,8 @@ pub fn section(kinds: &[Kind], protos: &[bool], duration: Duration, kill_every: 
          other read windows. \"bad replies\": hold counts that do not follow, a re-entry or downgrade refused, an upgrade \
          granted, NOUPGRADE without a read hold, NOTOWNER or RENEW 0 inside a window, errors, hung calls. \"partial \
          holds\": observer samples in which an owner held some keys of its set but not all. \"longest without a grant\": the \
-         longest any worker went without a fresh grant (it must keep making progress; BLOCK timeouts bound each wait). \
+         longest any worker went without a fresh grant, from its start to its first grant, between grants, and from its \
+         last grant to its end (bound 10 s: every worker must keep making progress; BLOCK timeouts bound each wait). \
          \"control\": the same histories re-checked with leases 3× longer and with killed holders letting go 50 ms late \
          (both must find overlaps), and the observer's sightings of the key-by-key thread holding part of its set (must \
          not be 0)."

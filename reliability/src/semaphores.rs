@@ -673,13 +673,20 @@ pub fn section(
     let mut s = Section::new("R7 Semaphores under churn");
     let permits = PERMITS;
     s.line(format!(
-        "One semaphore of {permits} permits; 16 worker processes for {} s per run, each round one of: ACQUIRE COUNT 1-3 \
-         (40%), a short hold, RELEASE; LEASE COUNT 1-3 PX 200-600 KEEPALIVE (35%), holds up to 1 s (past the lease: the \
-         server renews), RETURN; LEASE COUNT 1-3 PX 20-300 (25%), sometimes RENEW midway, 12% left to lapse, else RETURN; \
-         70% of the calls with BLOCK 1-800 ms. One worker frozen and SIGKILLed every ~2 s (every other kill one holding \
-         KEEPALIVE permits), then restarted; the runner reads the server's last answer on its connection and releases \
-         the anonymous permits it held.",
-        duration.as_secs_f64()
+        "One semaphore of {permits} permits; 16 worker processes, {} s per run{}, each round (COUNT 1 60%, 2 30%, 3 10%; \
+         70% of the grants asked with BLOCK 1-800 ms) one of: ACQUIRE (40%), a hold of 0-4 ms (3%: 10-50 ms), RELEASE at \
+         once or one permit at a time; LEASE PX 100-300 KEEPALIVE (35%), a hold of 0-4 ms (2%: 150-700 ms, past the lease: \
+         the server renews), RETURN; LEASE PX 20-200 (25%), the server's deadlines read back (ZMSCORE), 10% RENEW midway, a \
+         hold of 0-4 ms (3%: 20-300 ms, past the lease: RETURN answers NOTOWNER), 5% left to lapse (the server returns \
+         them at the deadline and serves the queue), else RETURN; 0-2 ms between rounds. Every ~2 s one worker is \
+         frozen and SIGKILLed (every other kill one holding KEEPALIVE permits), then restarted; the runner reads the \
+         server's last answer on its connection and releases the anonymous permits it held, as a recovery process would.",
+        duration.as_secs_f64(),
+        if min_ops > 0 {
+            format!(", then on until the workers made {} calls", fmt_int(min_ops))
+        } else {
+            String::new()
+        }
     ));
     s.line(String::new());
     s.line("| server | proto | ops checked | grants (ACQUIRE / LEASE) | permits granted | most held at once | **more than N held** | **bad replies** | kills (holding KEEPALIVE permits) | anonymous permits released for killed workers | KEEPALIVE permits back after a kill: p50 / max ms | queued waiter served after such a kill: p50 / max ms | at the end, frozen: available + leased + held by workers | after: available / leased / waiters | control: oversells with leases taken 3× / with killed workers' permits back 50 ms late |".into());
