@@ -138,6 +138,33 @@ fn main() -> ExitCode {
             leaks::valgrind_workload(kind);
             ExitCode::SUCCESS
         }
+        // Internal: re-checks the histories an R7 run kept.
+        "sem-check" => {
+            let hists = hashlock_reliability::famhist::read_all(std::path::Path::new(
+                flags.get("dir").expect("--dir"),
+            ));
+            let opts = hashlock_reliability::semcheck::Opts {
+                realtime_offset_ns: hashlock_reliability::clock::realtime_offset_ns(),
+                ..hashlock_reliability::semcheck::Opts::new(flags.num("permits"))
+            };
+            let v = hashlock_reliability::semcheck::check(&hists, &opts);
+            println!(
+                "ops {} max_held {} overs {} anomalies {} lapsed {} by proxy {}",
+                v.ops,
+                v.max_held,
+                v.overs,
+                v.anomalies.len(),
+                v.lapsed,
+                v.released_by_proxy
+            );
+            for x in &v.over_examples {
+                println!("over at {}: {} held: {}", x.at, x.held, x.holders.join("; "));
+            }
+            for a in v.anomalies.iter().take(20) {
+                println!("anomaly: {a}");
+            }
+            ExitCode::SUCCESS
+        }
         // Internal: one R7 run (to iterate on it).
         "sem-one" => {
             let kind = match flags.get("kind") {

@@ -33,8 +33,9 @@
 //! Besides, the checker flags every reply a correct server cannot give: a
 //! grant of another count than asked, ids that are not 32 lowercase hex
 //! characters or that were granted before, `NOTOWNER` on a `RETURN` while
-//! every id was still certainly held, `RENEW` answered 0 inside the lease,
-//! an unexpected error, a call that hung.
+//! every id was still certainly held when the server ran it (the call's
+//! return is the latest it can have run), `RENEW` answered 0 inside the
+//! lease, an unexpected error, a call that hung.
 
 use std::collections::{HashMap, HashSet};
 
@@ -318,9 +319,12 @@ fn scan(
             }
             "SEMAPHORE.RETURN" => {
                 let ids = &c.args[2..];
+                // Held when the server ran the call (no later than its
+                // return): then NOTOWNER is wrong.
+                let ret = c.ret.as_ref().map_or(c.invoke, |(t, _)| *t);
                 let all_held = ids
                     .iter()
-                    .all(|id| leases.get(id).is_some_and(|l| c.invoke < l.end()));
+                    .all(|id| leases.get(id).is_some_and(|l| ret < l.end()));
                 let mut close = |leases: &mut HashMap<String, Lease>, id: &String| {
                     if let Some(l) = leases.remove(id) {
                         let end = l.end().min(c.invoke);
@@ -344,10 +348,11 @@ fn scan(
                         if all_held {
                             anomaly(v, c, "NOTOWNER while every id was certainly leased".into());
                         }
-                        // Nothing changed: the ids still in their window
-                        // stay leased; the others lapsed.
+                        // Nothing changed: the ids certainly leased when the
+                        // server ran it stay leased; the others may have
+                        // lapsed.
                         for id in ids {
-                            if leases.get(id).is_some_and(|l| c.invoke >= l.end()) {
+                            if leases.get(id).is_some_and(|l| ret >= l.end()) {
                                 v.lapsed += 1;
                                 close(&mut leases, id);
                             }
@@ -405,8 +410,8 @@ fn scan(
                         }
                         None => anomaly(v, c, "renewed an id this worker does not lease".into()),
                     },
-                    Some((_, Out::Int(0))) => {
-                        if leases.get(&id).is_some_and(|l| c.invoke < l.end()) {
+                    Some((t, Out::Int(0))) => {
+                        if leases.get(&id).is_some_and(|l| *t < l.end()) {
                             anomaly(v, c, "renew answered 0 inside the lease".into());
                         }
                         if let Some(l) = leases.remove(&id) {
@@ -725,6 +730,32 @@ mod tests {
         let v = check(&[bad], &Opts::new(5));
         // wrong count, NOTOWNER inside the lease, id twice, not an id, hung.
         assert_eq!(v.anomalies.len(), 5, "{:#?}", v.anomalies);
+    }
+
+    #[test]
+    fn notowner_is_judged_when_the_server_may_have_run_the_call() {
+        // Lease PX 50 from 0; a RETURN invoked at 40 ms but answered at
+        // 60 ms may have run after the deadline: NOTOWNER is possible.
+        let slow = hist(
+            "w0",
+            &format!(
+                "I 0 0 SEMAPHORE.LEASE sem PX 50\nR 0 1000000 ARR {}\n\
+                 I 1 40000000 SEMAPHORE.RETURN sem {A}\nR 1 60000000 ERR NOTOWNER lapsed\n",
+                ids(&[A])
+            ),
+        );
+        let v = check(&[slow], &Opts::new(1));
+        assert_eq!(v.violations(), 0, "{v:?}");
+        // Answered at 45 ms: it ran inside the lease.
+        let fast = hist(
+            "w0",
+            &format!(
+                "I 0 0 SEMAPHORE.LEASE sem PX 50\nR 0 1000000 ARR {}\n\
+                 I 1 40000000 SEMAPHORE.RETURN sem {A}\nR 1 45000000 ERR NOTOWNER lapsed\n",
+                ids(&[A])
+            ),
+        );
+        assert_eq!(check(&[fast], &Opts::new(1)).anomalies.len(), 1);
     }
 
     #[test]
