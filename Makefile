@@ -45,7 +45,8 @@ unit:
 	$(CARGO) test --release -p hashlock-core
 
 # The reliability suite's long runs (churn, crash, failover, fuzz, leaks,
-# cluster, valgrind); prints the figures and writes them to
+# cluster, semaphores, read-write and multi-key locks, valgrind); prints the
+# figures and writes them to
 # target/reliability/soak.md.
 soak: build
 	@scripts/deps.sh test

@@ -25,3 +25,27 @@ pub fn wall_ms() -> i64 {
 }
 
 pub const MS: u64 = 1_000_000;
+
+/// CLOCK_REALTIME - CLOCK_MONOTONIC in ns: turns a server's absolute
+/// deadline (wall-clock ms) into the histories' clock.
+pub fn realtime_offset_ns() -> i64 {
+    let mut best = i64::MAX;
+    let mut offset = 0;
+    // The pair read closest together wins.
+    for _ in 0..5 {
+        let a = mono_ns() as i64;
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid timespec.
+        unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+        let b = mono_ns() as i64;
+        let real = ts.tv_sec * 1_000_000_000 + ts.tv_nsec;
+        if b - a < best {
+            best = b - a;
+            offset = real - (a + b) / 2;
+        }
+    }
+    offset
+}

@@ -12,6 +12,12 @@
 //! - R6 [`cluster_churn`]: R1's churn on a 3x3 cluster through a
 //!   cluster-aware client ([`cluster_client`], [`cluster_worker`]) while
 //!   slots are resharded, replicas fail over and a primary is killed
+//! - R7 [`semaphores`]: semaphores under churn with SIGKILLed workers,
+//!   judged by [`semcheck`]; [`sempromo`]: across promotions with REPLICAS
+//! - R8 [`rwmulti`]: read-write and multi-key locks under churn, judged by
+//!   [`rwcheck`] and an observer of partial holds
+//! - R7 and R8 run their workers through [`famproc`] (a SIGKILL leaves
+//!   nothing ambiguous) and record them with [`famhist`]
 //!
 //! The module's lock core is the `hashlock-core` crate (plain Rust, no
 //! Redis), used here for property tests and the model.
@@ -26,6 +32,8 @@ pub mod cluster_client;
 pub mod cluster_worker;
 pub mod crash;
 pub mod failover;
+pub mod famhist;
+pub mod famproc;
 pub mod fuzz;
 pub mod history;
 pub mod leaks;
@@ -33,5 +41,10 @@ pub mod model;
 pub mod promotions;
 pub mod report;
 pub mod round;
+pub mod rwcheck;
+pub mod rwmulti;
+pub mod semaphores;
+pub mod semcheck;
+pub mod sempromo;
 pub mod servers;
 pub mod workers;

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! hashlock-reliability all --short|--long [--out FILE]
-//! hashlock-reliability churn|crash|failover|fuzz|leaks|reload|cluster [--short|--long]
+//! hashlock-reliability churn|crash|failover|fuzz|leaks|reload|cluster|semaphores|rwmulti [--short|--long]
 //! hashlock-reliability valgrind
 //! ```
 //!
@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use hashlock_reliability::report::Section;
 use hashlock_reliability::{
-    churn, cluster_churn, cluster_worker, crash, failover, fuzz, leaks, servers,
+    churn, cluster_churn, cluster_worker, crash, failover, fuzz, leaks, rwmulti, semaphores, servers,
 };
 use testkit::{KINDS, Kind};
 
@@ -30,7 +30,7 @@ enum Length {
     Long,
 }
 
-const USAGE: &str = "usage: hashlock-reliability <all|churn|crash|failover|fuzz|leaks|reload|cluster|valgrind> [--short|--long] [--out FILE]";
+const USAGE: &str = "usage: hashlock-reliability <all|churn|crash|failover|fuzz|leaks|reload|cluster|semaphores|rwmulti|valgrind> [--short|--long] [--out FILE]";
 
 fn main() -> ExitCode {
     raise_fd_limit();
@@ -55,6 +55,54 @@ fn main() -> ExitCode {
                 out: PathBuf::from(flags.get("out").expect("--out")),
             });
             ExitCode::SUCCESS
+        }
+        "sem-worker" => {
+            semaphores::worker(semaphores::WorkerArgs {
+                port: flags.num("port") as u16,
+                resp3: flags.num("resp") == 3,
+                seed: flags.num("seed"),
+                id: flags.num("id") as usize,
+                incarnation: flags.num("incarnation") as u32,
+                until_ns: flags.num("until-ns"),
+                out: PathBuf::from(flags.get("out").expect("--out")),
+            });
+            ExitCode::SUCCESS
+        }
+        "rw-worker" => {
+            rwmulti::worker(rwmulti::WorkerArgs {
+                port: flags.num("port") as u16,
+                resp3: flags.num("resp") == 3,
+                workload: match flags.get("workload") {
+                    Some("rw") => rwmulti::Workload::ReadWrite,
+                    _ => rwmulti::Workload::Multi,
+                },
+                keepalive: flags.num("keepalive") == 1,
+                seed: flags.num("seed"),
+                id: flags.num("id") as usize,
+                incarnation: flags.num("incarnation") as u32,
+                until_ns: flags.num("until-ns"),
+                out: PathBuf::from(flags.get("out").expect("--out")),
+            });
+            ExitCode::SUCCESS
+        }
+        // Internal: one R8 run (to iterate on it).
+        "rw-one" => {
+            let kind = match flags.get("kind") {
+                Some("redis") => Kind::Redis,
+                _ => Kind::Valkey,
+            };
+            let s = rwmulti::section(
+                &[kind],
+                &[flags.get("resp") == Some("3")],
+                Duration::from_secs(flags.num("secs")),
+                Duration::from_secs(2),
+            );
+            print!("{}", s.render());
+            if s.failures.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
         }
         "cluster-worker" => {
             let list = |name: &str| -> Vec<String> {
@@ -90,6 +138,57 @@ fn main() -> ExitCode {
             leaks::valgrind_workload(kind);
             ExitCode::SUCCESS
         }
+        // Internal: re-checks the histories an R7 run kept.
+        "sem-check" => {
+            let hists = hashlock_reliability::famhist::read_all(std::path::Path::new(
+                flags.get("dir").expect("--dir"),
+            ));
+            let opts = hashlock_reliability::semcheck::Opts {
+                realtime_offset_ns: hashlock_reliability::clock::realtime_offset_ns(),
+                ..hashlock_reliability::semcheck::Opts::new(flags.num("permits"))
+            };
+            let v = hashlock_reliability::semcheck::check(&hists, &opts);
+            println!(
+                "ops {} max_held {} overs {} anomalies {} lapsed {} by proxy {}",
+                v.ops,
+                v.max_held,
+                v.overs,
+                v.anomalies.len(),
+                v.lapsed,
+                v.released_by_proxy
+            );
+            for x in &v.over_examples {
+                println!("over at {}: {} held: {}", x.at, x.held, x.holders.join("; "));
+            }
+            for a in v.anomalies.iter().take(20) {
+                println!("anomaly: {a}");
+            }
+            ExitCode::SUCCESS
+        }
+        // Internal: one R7 run (to iterate on it).
+        "sem-one" => {
+            let kind = match flags.get("kind") {
+                Some("redis") => Kind::Redis,
+                _ => Kind::Valkey,
+            };
+            let s = semaphores::section(
+                &[kind],
+                &[flags.get("resp") == Some("3")],
+                Duration::from_secs(flags.num("secs")),
+                flags.get("ops").map_or(0, |p| p.parse().unwrap_or(0)),
+                flags
+                    .get("promotions")
+                    .map_or(0, |p| p.parse().unwrap_or(0)),
+                Duration::from_millis(500),
+                !flags.has("both"),
+            );
+            print!("{}", s.render());
+            if s.failures.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
         // Internal: only R3's churn across promotions (to iterate on it).
         "promotions" => {
             let long = flags.has("long");
@@ -109,7 +208,7 @@ fn main() -> ExitCode {
             }
         }
         "all" | "churn" | "crash" | "failover" | "fuzz" | "leaks" | "reload" | "cluster"
-        | "cluster-noblock" | "valgrind" => {
+        | "cluster-noblock" | "valgrind" | "semaphores" | "rwmulti" => {
             let length = if flags.has("long") {
                 Length::Long
             } else {
@@ -118,12 +217,26 @@ fn main() -> ExitCode {
             let which: Vec<&str> = match cmd.as_str() {
                 "all" if length == Length::Long => {
                     vec![
-                        "churn", "crash", "failover", "fuzz", "leaks", "reload", "cluster",
+                        "churn",
+                        "crash",
+                        "failover",
+                        "fuzz",
+                        "leaks",
+                        "reload",
+                        "cluster",
+                        "semaphores",
                         "valgrind",
                     ]
                 }
                 "all" => vec![
-                    "churn", "crash", "failover", "fuzz", "leaks", "reload", "cluster",
+                    "churn",
+                    "crash",
+                    "failover",
+                    "fuzz",
+                    "leaks",
+                    "reload",
+                    "cluster",
+                    "semaphores", "rwmulti",
                 ],
                 one => vec![one],
             };
@@ -263,6 +376,35 @@ fn scenario(name: &str, length: Length) -> Section {
             Duration::from_secs(if long { 120 } else { 30 }),
             Duration::from_millis(1500),
             false,
+        ),
+        "semaphores" => {
+            if long {
+                semaphores::section(
+                    &KINDS,
+                    &[false, true],
+                    Duration::from_secs(120),
+                    300_000,
+                    30,
+                    Duration::from_millis(1500),
+                    false,
+                )
+            } else {
+                semaphores::section(
+                    &KINDS,
+                    &[false, true],
+                    Duration::from_secs(4),
+                    0,
+                    2,
+                    Duration::from_millis(500),
+                    true,
+                )
+            }
+        }
+        "rwmulti" => rwmulti::section(
+            &KINDS,
+            &[false, true],
+            Duration::from_secs(if long { 60 } else { 3 }),
+            Duration::from_secs(if long { 2 } else { 1 }),
         ),
         "valgrind" => leaks::valgrind_section(&KINDS),
         other => panic!("unknown scenario {other}"),

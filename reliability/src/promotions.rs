@@ -285,20 +285,20 @@ impl Worker {
     }
 }
 
-fn signal(pid: u32, sig: &str) {
+pub(crate) fn signal(pid: u32, sig: &str) {
     let _ = std::process::Command::new("kill")
         .args([sig, &pid.to_string()])
         .status();
 }
 
-fn repl_offset(s: &Server) -> i64 {
+pub(crate) fn repl_offset(s: &Server) -> i64 {
     s.info_field("replication", "master_repl_offset")
         .and_then(|v| v.parse().ok())
         .unwrap_or(-1)
 }
 
 /// Waits until `p` streams to `n` replicas (a write acknowledged by all).
-fn streaming(p: &Server, n: usize) -> bool {
+pub(crate) fn streaming(p: &Server, n: usize) -> bool {
     let mut c = p.client();
     c.cmd(&["SET", "promotions:ready", "1"]);
     c.cmd(&["WAIT", &n.to_string(), "10000"]) == Reply::Int(n as i64)

@@ -68,3 +68,19 @@ fn reload() {
 fn cluster() {
     run_short("cluster");
 }
+
+/// R7: semaphores under churn (SIGKILLed workers: never more than N permits
+/// held, permits conserved, KEEPALIVE permits back within 50 ms) and across
+/// promotions with REPLICAS 1 (no permit granted twice).
+#[test]
+fn semaphores() {
+    run_short("semaphores");
+}
+
+/// R8: read-write locks (no writer overlaps anyone, readers only readers)
+/// and multi-key locks (no partial hold ever visible, every worker makes
+/// progress) under churn with SIGKILLed workers.
+#[test]
+fn rwmulti() {
+    run_short("rwmulti");
+}

@@ -275,6 +275,20 @@ impl Client {
         c
     }
 
+    /// A client over a connection opened elsewhere (e.g. inherited from a
+    /// parent process, which keeps its own handle on the same socket).
+    pub fn from_stream(port: u16, stream: TcpStream) -> Client {
+        let _ = stream.set_nodelay(true);
+        let mut c = Client {
+            port,
+            reader: BufReader::with_capacity(64 * 1024, stream),
+            timeout: None,
+            last_cmd: String::from("(inherited)"),
+        };
+        c.set_timeout(Some(DEFAULT_TIMEOUT));
+        c
+    }
+
     /// Connects and switches to RESP3 with `HELLO 3`.
     #[track_caller]
     pub fn connect_resp3(port: u16) -> Client {
@@ -401,6 +415,12 @@ impl Client {
             }
         }
         Polled::Reply(self.read_value())
+    }
+
+    /// Bytes already read from the socket but not yet consumed as replies
+    /// (a caller polling the socket itself must check this first).
+    pub fn buffered_len(&self) -> usize {
+        self.reader.buffer().len()
     }
 
     /// The raw connection and whatever was already read from it but not
