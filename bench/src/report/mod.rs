@@ -3,6 +3,7 @@
 //! README section (`readme`) and the target evaluation (`targets`) live
 //! beside it.
 
+mod family;
 mod readme;
 mod targets;
 
@@ -206,6 +207,18 @@ pub fn markdown(r: &Results, svg_name: Option<&str>) -> String {
     }
     if r.ran.contains(&Workload::B11) {
         b11_section(&mut s, r);
+    }
+    if r.ran.contains(&Workload::B12) {
+        family::b12_section(&mut s, r);
+    }
+    if r.ran.contains(&Workload::B13) {
+        family::b13_section(&mut s, r);
+    }
+    if r.ran.contains(&Workload::B14) {
+        family::b14_section(&mut s, r);
+    }
+    if r.ran.contains(&Workload::B15) {
+        family::b15_section(&mut s, r);
     }
     notes(&mut s);
     s
@@ -894,6 +907,7 @@ pub fn missing_rows(r: &Results) -> Vec<String> {
             missing.push(format!("B11 {}", lib.label()));
         }
     }
+    family::missing(r, &mut missing);
     if p.mode == Mode::Smoke && targets(r).iter().any(|t| t.verdict == Verdict::NotRun) {
         missing.push("a target could not be evaluated".into());
     }

@@ -33,16 +33,27 @@ pub fn readme_regions(r: &Results) -> Vec<(&'static str, String)> {
         ("performance", performance_table(r)),
         ("clients", clients_table(r)),
         ("targets", missed_targets(r)),
+        ("semaphores", super::family::semaphores_region(r)),
+        ("rwlocks", super::family::rwlocks_region(r)),
     ]
 }
 
+/// Regions the README may not have (yet): filled when their markers are
+/// there, skipped when they are not (the sections that hold them are
+/// written separately from the benchmark).
+pub const OPTIONAL_REGIONS: [&str; 2] = ["semaphores", "rwlocks"];
+
 /// `readme` with each region's text between its markers. Every region must
-/// have its markers, once.
+/// have its markers, once, except the [`OPTIONAL_REGIONS`], which may also
+/// be absent (then the README is left alone there).
 pub fn apply_regions(readme: &str, regions: &[(&'static str, String)]) -> Result<String, String> {
     let mut out = readme.to_string();
     for (name, text) in regions {
         let begin = format!("<!-- bench:begin {name} -->");
         let end = format!("<!-- bench:end {name} -->");
+        if OPTIONAL_REGIONS.contains(name) && !out.contains(&begin) && !out.contains(&end) {
+            continue;
+        }
         let (Some(b), Some(e)) = (out.find(&begin), out.find(&end)) else {
             return Err(format!("README has no `{begin}` ... `{end}` markers"));
         };
