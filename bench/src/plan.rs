@@ -211,7 +211,7 @@ impl Plan {
                 b10: crate::workloads::b10::Config { keys: 20_000 },
                 b11_each: Duration::from_secs(5),
                 b12: b12_config,
-                b12_rounds: 3,
+                b12_rounds: 5,
                 b13_keys: 20_000,
                 b13_rounds: 2,
                 b14: B14Config {

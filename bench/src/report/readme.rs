@@ -265,7 +265,7 @@ fn footnotes() -> String {
          ² The watchdog renews the lease every third of it from inside the holder process; a killed holder's lock waits out the rest of the lease.\n\n\
          Reproduce: `make bench` (under 10 minutes on 2 cores; `make bench-quick` takes about a minute). \
          It builds the module, starts its own `redis-server` with it, pins the server and the client to different cores when it can, \
-         writes every table (B1–B11, with all variants and targets) to `docs/BENCHMARKS.md` and the wait-time chart to `docs/{SVG_NAME}`, \
+         writes every table (B1–B15, with all variants and targets) to `docs/BENCHMARKS.md` and the wait-time chart to `docs/{SVG_NAME}`, \
          and these tables into README.md (`make bench-quick` writes under `target/bench-quick/` and leaves both alone). \
          `VALKEY_SERVER=/path/to/valkey-server cargo run --release -p hashlock-bench -- --server valkey` runs the same against Valkey."
     );
