@@ -45,7 +45,7 @@ fn b12_table(s: &mut String, r: &Results, with_reference: bool) {
     let base = b12(r, Seller::RedissonSegments).map(|o| o.sales_per_sec());
     let _ = writeln!(
         s,
-        "| seller | sales/s | vs (b) | oversold | stock left | server commands per sale |\n|---|---:|---:|---:|---:|---:|"
+        "| seller | sales/s | vs (b) | oversold | stock left | server commands per sale | server CPU per sale | server / client CPU |\n|---|---:|---:|---:|---:|---:|---:|---:|"
     );
     for seller in Seller::ALL {
         if seller == Seller::RedissonSemaphore && !with_reference {
@@ -54,7 +54,7 @@ fn b12_table(s: &mut String, r: &Results, with_reference: bool) {
         let Some(o) = b12(r, seller) else { continue };
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {}{} | {} | {:.1} |",
+            "| {} | {} | {} | {}{} | {} | {:.1} | {:.1} µs | {:.0} % / {:.0} % |",
             seller.short(),
             fmt_count(o.sales_per_sec()),
             fmt_ratio(base.and_then(|b| ratio(o.sales_per_sec(), b))),
@@ -65,7 +65,10 @@ fn b12_table(s: &mut String, r: &Results, with_reference: bool) {
                 ""
             },
             fmt_count(o.left as f64),
-            o.server_cmds_per_sale()
+            o.server_cmds_per_sale(),
+            o.server_us_per_sale(),
+            o.server_busy() * 100.0,
+            o.client_busy() * 100.0
         );
     }
 }
@@ -78,7 +81,10 @@ pub(super) fn b12_section(s: &mut String, r: &Results) {
          A stock of {} sold to {} concurrent buyers (each its own connection), {} round(s) per seller, the sellers taking turns round by round; \
          every buyer buys again and again until it finds the stock sold out. \
          Sales/s = sales ÷ time from the start to the last sale. Oversold = sales the buyers made beyond the stock (summed over rounds); \
-         stock left = what remained unsold (must be 0). Server commands per sale = `total_commands_processed` delta ÷ sales (commands inside scripts count). \
+         stock left = what remained unsold (must be 0). Server commands per sale = `total_commands_processed` delta ÷ sales (commands inside scripts count); server CPU per sale = the server's `used_cpu_user + used_cpu_sys` delta ÷ sales \
+         (what a sale costs the server, including the system calls of every request it is woken for: a server that sees one request at a time pays them per request, a busy one amortises them); \
+         server / client CPU = share of one core each used while the buyers ran: one benchmark thread drives every buyer, so a client near 100 % means the row measures the client; \
+         the lock-based sellers use neither core fully: they are bound by round trips and waits (on this shared machine, by its scheduling too, so their sales/s vary from run to run). \
          Redisson-style sellers are {} threads of one Redisson client (one JVM): the lock scripts by EVALSHA, one pub/sub connection, \
          an unlock message wakes one waiting thread (Redisson's per-JVM latch).\n\n\
          - no lock: `GET` the stock, `SET` it one lower if it is above 0 — the race the design documents start from.\n\

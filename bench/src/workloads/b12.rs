@@ -130,11 +130,26 @@ pub struct Outcome {
     /// Attempts that found a segment busy and had to start over ((b)).
     pub busy_retries: u64,
     pub server: Delta,
+    /// CPU the benchmark client (every buyer, one thread) used meanwhile.
+    pub client_cpu: Duration,
 }
 
 impl Outcome {
     pub fn sales_per_sec(&self) -> f64 {
         self.sales as f64 / self.sell_out.as_secs_f64().max(1e-9)
+    }
+    /// Server CPU (user + system) per sale, µs: what a sale costs the
+    /// server whoever is the bottleneck.
+    pub fn server_us_per_sale(&self) -> f64 {
+        self.server.cpu_secs * 1e6 / self.sales.max(1) as f64
+    }
+    /// Share of one core the benchmark client used while the buyers ran.
+    pub fn client_busy(&self) -> f64 {
+        self.client_cpu.as_secs_f64() / self.took.as_secs_f64().max(1e-9)
+    }
+    /// Share of one core the server used while the buyers ran.
+    pub fn server_busy(&self) -> f64 {
+        self.server.cpu_secs / self.took.as_secs_f64().max(1e-9)
     }
     pub fn server_cmds_per_sale(&self) -> f64 {
         self.server.total_commands as f64 / self.sales.max(1) as f64
@@ -149,6 +164,7 @@ impl Outcome {
         self.took += o.took;
         self.busy_retries += o.busy_retries;
         self.server.merge(&o.server);
+        self.client_cpu += o.client_cpu;
     }
 }
 
@@ -253,6 +269,7 @@ pub async fn sell(
     let last_sale = Cell::new(None::<Instant>);
     let busy = Cell::new(0u64);
     let before = Snapshot::take(admin).await?;
+    let cpu = crate::timing::process_cpu();
     let start = Instant::now();
     let buyers_done = {
         let sales = &sales;
@@ -345,6 +362,7 @@ pub async fn sell(
             })??;
         Instant::now()
     };
+    let client_cpu = crate::timing::process_cpu().saturating_sub(cpu);
     let after = Snapshot::take(admin).await?;
     if let Some(j) = &jvm {
         j.finish().await;
@@ -373,6 +391,7 @@ pub async fn sell(
         took: buyers_done.saturating_duration_since(start),
         busy_retries: busy.get(),
         server: before.delta(&after),
+        client_cpu,
     })
 }
 
