@@ -288,7 +288,7 @@ fn b15_table(s: &mut String, r: &Results) {
         let Some(x) = b15(r, v) else { continue };
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {:.1} | {} | {} | {:.3} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.3} |",
             v.label(),
             fmt_count(x.per_sec()),
             fmt_duration(quantile(&x.latency, 0.5)),
@@ -299,7 +299,11 @@ fn b15_table(s: &mut String, r: &Results) {
             } else {
                 fmt_count(x.restarts as f64)
             },
-            x.restarts_per_1000(),
+            if x.sets == 0 {
+                "— (no set locked)".to_string()
+            } else {
+                format!("{:.1}", x.restarts_per_1000())
+            },
             if v == Variant::Hashlock {
                 x.timeouts.to_string()
             } else {

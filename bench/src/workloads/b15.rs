@@ -9,7 +9,8 @@
 //!   Redisson's pub/sub wait; when one is not had within the attempt's
 //!   budget (members × `per_member`; Redisson's default is 1500 ms per
 //!   member), every member taken is unlocked and the attempt starts over
-//!   ("restart"). Two clients each holding a key the other waits for
+//!   ("restart"); unlocking sends every member's unlock at once, as
+//!   Redisson does. Two clients each holding a key the other waits for
 //!   deadlock until the budget runs out: with holds this short, a restart
 //!   is such a deadlock broken by the timeout.
 //! - The same MultiLock with every client listing its keys in one global
@@ -249,12 +250,8 @@ pub async fn run(port: u16, variant: Variant, config: Config, window: Duration) 
                                     other => bail!("LOCK.MRELEASE replied {other:?}"),
                                 }
                             }
-                            Client::Redisson(th) => {
-                                // unlock(): every member (in parallel in Redisson).
-                                for k in &names {
-                                    th.release_last(Kind::Lock, k, LEASE).await?;
-                                }
-                            }
+                            // unlock(): every member's unlock sent at once.
+                            Client::Redisson(th) => th.release_locks(&names, LEASE).await?,
                         }
                     }
                     anyhow::Ok(())
@@ -306,9 +303,8 @@ async fn multilock_try(
         let left = budget.saturating_sub(start.elapsed());
         let ok = !left.is_zero() && th.acquire(Kind::Lock, k, LEASE, Some(left)).await?;
         if !ok {
-            for t in taken {
-                th.release_last(Kind::Lock, t, LEASE).await?;
-            }
+            // unlockInner(acquiredLocks): every unlock sent, then awaited.
+            th.release_locks(&taken, LEASE).await?;
             return Ok(false);
         }
         taken.push(k);

@@ -335,6 +335,25 @@ impl RThread {
         }
     }
 
+    /// Releases several plain locks at once, as RedissonMultiLock's
+    /// `unlock()` does (every member's unlock sent, then all awaited); each
+    /// must be this owner's last hold.
+    pub async fn release_locks(&mut self, keys: &[&str], lease: Duration) -> Result<()> {
+        let lease_ms = lease.as_millis().to_string();
+        let calls = keys.iter().map(|key| {
+            let c = SCRIPTS.release.evalsha(
+                &[key, &scripts::channel(key)],
+                &[scripts::UNLOCK_MESSAGE, &lease_ms, &self.owner],
+            );
+            let mut conn = self.conn.clone();
+            async move { conn::call(&mut conn, &c).await }
+        });
+        for v in futures_util::future::try_join_all(calls).await? {
+            expect_int(&v, 1, "Redisson release script")?;
+        }
+        Ok(())
+    }
+
     /// Releases a hold that must be this owner's last one of its kind
     /// (the read unlock answers 0 when other readers still hold the lock,
     /// 1 when it freed it).
