@@ -55,8 +55,10 @@ soak: build
 	VALKEY_SERVER=$(VALKEY_BIN) $(CARGO) run --release -p hashlock-reliability -- all --long --out target/reliability/soak.md
 
 # Load generator: every lock variant (hashlock, Redisson-protocol Lua via
-# EVALSHA and EVAL, SET NX PX), the client libraries (B11) and leader election (B16) against one
-# server in one run; prints the markdown tables with the ratios and writes
+# EVALSHA and EVAL, SET NX PX), the client libraries (B11), the Redisson
+# family (B12-B15: overselling, semaphore and read-write lock costs, writer
+# wait, MACQUIRE vs MultiLock) and leader election (B16) against one server
+# in one run; prints the markdown tables with the ratios and writes
 # them to docs/BENCHMARKS.md (and the B3 chart to docs/bench-b3-wait.svg),
 # and README.md's generated tables (between its bench: markers). `bench`
 # takes under 10 minutes on 2 cores, `bench-quick` about one and writes only
@@ -76,7 +78,10 @@ bench-quick: build $(CLIENTS_PY) node-dist
 # What the demo shows, live (the overselling example): with no lock 20
 # buyers oversell a stock of 100; with hashlock they sell exactly 100; a
 # buyer killed while holding a plain-lease lock is replaced at the lease
-# deadline, one killed while holding a KEEPALIVE lock at once.
+# deadline, one killed while holding a KEEPALIVE lock at once; then the
+# seckill stock of 1000 sold to 50 buyers with no lock, one Redisson-style
+# lock, ten segmented Redisson-style locks, one hashlock lock and
+# SEMAPHORE.ACQUIRE alone.
 demo: build
 	@scripts/deps.sh run
 	$(CARGO) run --release -q -p hashlock-bench --bin demo

@@ -31,7 +31,8 @@ struct Args {
     /// without it.
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Only these workloads (comma-separated: b1,b2,b3,b4,b6,b7,b8,b9,b10,b11,b16).
+    /// Only these workloads (comma-separated: b1,b2,b3,b4,b6,b7,b8,b9,b10,
+    /// b11,b12,b13,b14,b15,b16).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Do not pin the server and the client to CPUs.
@@ -45,6 +46,11 @@ struct Args {
     /// into this file.
     #[arg(long)]
     readme: Option<PathBuf>,
+    /// Print the text of one of the Redisson-protocol scripts the benchmark
+    /// sends (`bench/callgrind.sh` uses it) and exit: lock, unlock,
+    /// sem-try-acquire, rw-read-lock, ... (`--print-lua list` lists them).
+    #[arg(long, value_name = "NAME")]
+    print_lua: Option<String>,
 }
 
 fn main() -> Result<std::process::ExitCode> {
@@ -54,6 +60,22 @@ fn main() -> Result<std::process::ExitCode> {
         return Ok(holder::main(&argv[2..]));
     }
     let args = Args::parse();
+    if let Some(name) = &args.print_lua {
+        let all = hashlock_bench::scripts::SCRIPTS.all();
+        if name == "list" {
+            for (n, _) in all {
+                println!("{n}");
+            }
+            return Ok(std::process::ExitCode::SUCCESS);
+        }
+        match all.iter().find(|(n, _)| n == name) {
+            Some((_, lua)) => {
+                print!("{}", lua.text);
+                return Ok(std::process::ExitCode::SUCCESS);
+            }
+            None => bail!("--print-lua: no script {name:?} (--print-lua list)"),
+        }
+    }
     let mode = if args.smoke {
         Mode::Smoke
     } else if args.quick {
@@ -70,7 +92,9 @@ fn main() -> Result<std::process::ExitCode> {
         match Workload::parse(w.trim()) {
             Some(w) => only.push(w),
             None => {
-                bail!("--only: unknown workload {w:?} (b1, b2, b3, b4, b6, b7, b8, b9, b10, b11, b16)")
+                bail!(
+                    "--only: unknown workload {w:?} (b1, b2, b3, b4, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15, b16)"
+                )
             }
         }
     }

@@ -6,6 +6,9 @@
 use std::time::Duration;
 
 use crate::workloads::b9::Config as B9Config;
+use crate::workloads::b12::Config as B12Config;
+use crate::workloads::b14::Config as B14Config;
+use crate::workloads::b15::Config as B15Config;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -37,11 +40,15 @@ pub enum Workload {
     B9,
     B10,
     B11,
+    B12,
+    B13,
+    B14,
+    B15,
     B16,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 11] = [
+    pub const ALL: [Workload; 15] = [
         Workload::B1,
         Workload::B2,
         Workload::B3,
@@ -52,6 +59,10 @@ impl Workload {
         Workload::B9,
         Workload::B10,
         Workload::B11,
+        Workload::B12,
+        Workload::B13,
+        Workload::B14,
+        Workload::B15,
         Workload::B16,
     ];
 
@@ -117,6 +128,19 @@ pub struct Plan {
     pub b10: crate::workloads::b10::Config,
     /// B11: how long each client library's driver runs.
     pub b11_each: Duration,
+    /// B12 overselling: stock, buyers, segments; rounds per seller
+    /// (interleaved).
+    pub b12: crate::workloads::b12::Config,
+    pub b12_rounds: usize,
+    /// B13 family server cost: keys per phase, rounds.
+    pub b13_keys: usize,
+    pub b13_rounds: usize,
+    /// B14 writer wait under a stream of readers.
+    pub b14: crate::workloads::b14::Config,
+    /// B15 multi-key locks: clients, key pool, set size, hold, MultiLock
+    /// budget per member; and the measured window per variant.
+    pub b15: crate::workloads::b15::Config,
+    pub b15_window: Duration,
     /// B16: candidates queued behind the leader; kills of the hashlock
     /// leader; (lease, kills) of the Redisson-style watchdog leader.
     pub b16_candidates: usize,
@@ -133,6 +157,27 @@ impl Plan {
         let b1_pipelines = vec![1, 16];
         let b3_clients = vec![2, 8, 32];
         let b3_holds = vec![us(0), us(100), ms(1)];
+        // The family workloads' shapes (issue 20 item 4, issue 21 item 5).
+        let b12_config = B12Config {
+            stock: 1000,
+            buyers: 50,
+            segments: 10,
+        };
+        let b14_config = B14Config {
+            readers: 8,
+            hold: ms(2),
+            writes: 30,
+            writer_hold: us(100),
+            gap: ms(10),
+            cap: ms(500),
+        };
+        let b15_config = B15Config {
+            clients: 8,
+            pool: 16,
+            set: 4,
+            hold: us(100),
+            per_member: ms(50),
+        };
         match mode {
             Mode::Full => Plan {
                 mode,
@@ -172,6 +217,17 @@ impl Plan {
                 },
                 b10: crate::workloads::b10::Config { keys: 20_000 },
                 b11_each: Duration::from_secs(5),
+                b12: b12_config,
+                b12_rounds: 5,
+                b13_keys: 20_000,
+                b13_rounds: 2,
+                b14: B14Config {
+                    writes: 30,
+                    cap: ms(500),
+                    ..b14_config
+                },
+                b15: b15_config,
+                b15_window: Duration::from_secs(3),
                 b16_candidates: 2,
                 b16_kills: 100,
                 b16_watchdog: (ms(300), 20),
@@ -214,6 +270,17 @@ impl Plan {
                 },
                 b10: crate::workloads::b10::Config { keys: 20_000 },
                 b11_each: Duration::from_secs(2),
+                b12: b12_config,
+                b12_rounds: 1,
+                b13_keys: 5_000,
+                b13_rounds: 1,
+                b14: B14Config {
+                    writes: 10,
+                    cap: ms(300),
+                    ..b14_config
+                },
+                b15: b15_config,
+                b15_window: Duration::from_secs(1),
                 b16_candidates: 2,
                 b16_kills: 100,
                 b16_watchdog: (ms(300), 5),
@@ -258,6 +325,22 @@ impl Plan {
                 },
                 b10: crate::workloads::b10::Config { keys: 500 },
                 b11_each: ms(300),
+                b12: B12Config {
+                    stock: 100,
+                    buyers: 10,
+                    segments: 10,
+                },
+                b12_rounds: 1,
+                b13_keys: 300,
+                b13_rounds: 1,
+                b14: B14Config {
+                    readers: 4,
+                    writes: 3,
+                    cap: ms(100),
+                    ..b14_config
+                },
+                b15: b15_config,
+                b15_window: ms(250),
                 b16_candidates: 2,
                 b16_kills: 3,
                 b16_watchdog: (ms(300), 1),

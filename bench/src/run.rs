@@ -15,7 +15,7 @@ use crate::scripts;
 use crate::setup::{self, Pinning};
 use crate::workloads::contender::Waiter;
 use crate::workloads::pairs::Pairs;
-use crate::workloads::{b1, b2, b3, b4, b6, b7, b8, b9, b10, b11, b16};
+use crate::workloads::{b1, b2, b3, b4, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15, b16};
 
 pub struct Options {
     pub plan: Plan,
@@ -70,6 +70,10 @@ pub struct Results {
     pub b9: Option<b9::Outcome>,
     pub b10: Option<b10::Outcome>,
     pub b11: Vec<b11::Row>,
+    pub b12: Vec<b12::Outcome>,
+    pub b13: Vec<b13::Row>,
+    pub b14: Vec<b14::Row>,
+    pub b15: Vec<b15::Row>,
     pub b16: Vec<b16::Row>,
 }
 
@@ -131,6 +135,10 @@ pub fn run(opts: &Options) -> Result<Results> {
         b9: None,
         b10: None,
         b11: Vec::new(),
+        b12: Vec::new(),
+        b13: Vec::new(),
+        b14: Vec::new(),
+        b15: Vec::new(),
         b16: Vec::new(),
     };
     rt.block_on(run_workloads(server.port, opts, &mut results))?;
@@ -195,6 +203,10 @@ fn steps(plan: &Plan, ran: &[Workload]) -> u64 {
             Workload::B9 => 1,
             Workload::B10 => 1,
             Workload::B11 => 1,
+            Workload::B12 => plan.b12_rounds * b12::Seller::ALL.len(),
+            Workload::B13 => plan.b13_rounds * b13::Family::ALL.len(),
+            Workload::B14 => b14::Side::ALL.len(),
+            Workload::B15 => b15::Variant::ALL.len(),
             Workload::B16 => 2,
         };
     }
@@ -375,6 +387,47 @@ async fn run_workloads(port: u16, opts: &Options, r: &mut Results) -> Result<()>
                     |what| progress.step(what),
                 )?;
                 progress.done();
+            }
+            Workload::B12 => {
+                r.b12 = b12::run(port, &mut admin, plan.b12, plan.b12_rounds, |what| {
+                    progress.done();
+                    progress.step(what)
+                })
+                .await?;
+                progress.done();
+            }
+            Workload::B13 => {
+                r.b13 = b13::run(port, &mut admin, plan.b13_keys, plan.b13_rounds, |what| {
+                    progress.done();
+                    progress.step(what)
+                })
+                .await?;
+                progress.done();
+            }
+            Workload::B14 => {
+                for side in b14::Side::ALL {
+                    progress.step(&format!(
+                        "B14 writer wait under {} readers · {}",
+                        plan.b14.readers,
+                        side.label()
+                    ));
+                    r.b14.push(b14::run(port, side, plan.b14).await?);
+                    progress.done();
+                }
+            }
+            Workload::B15 => {
+                for variant in b15::Variant::ALL {
+                    progress.step(&format!(
+                        "B15 {} keys of {} · {} clients · {}",
+                        plan.b15.set,
+                        plan.b15.pool,
+                        plan.b15.clients,
+                        variant.label()
+                    ));
+                    r.b15
+                        .push(b15::run(port, variant, plan.b15, plan.b15_window).await?);
+                    progress.done();
+                }
             }
             Workload::B16 => {
                 let variants = [

@@ -43,6 +43,10 @@ fn smoke_benchmark_produces_every_row() {
         "## B9",
         "## B10",
         "## B11",
+        "## B12",
+        "## B13",
+        "## B14",
+        "## B15",
         "## B16",
     ] {
         assert!(md.contains(heading), "report lacks {heading:?}:\n{md}");
@@ -56,6 +60,25 @@ fn smoke_benchmark_produces_every_row() {
     );
     let readme = report::readme_section(&results);
     assert!(readme.starts_with("## Performance"), "{readme}");
+    // The family's README regions: filled where the markers are, and a
+    // README without them (the sections not written yet) is left alone.
+    let regions = report::readme_regions(&results);
+    for name in ["semaphores", "rwlocks"] {
+        let text = &regions.iter().find(|(n, _)| *n == name).expect(name).1;
+        assert!(text.contains("| "), "region {name} has no table:\n{text}");
+    }
+    let base = "<!-- bench:begin performance -->\n<!-- bench:end performance -->\n\
+                <!-- bench:begin clients -->\n<!-- bench:end clients -->\n\
+                <!-- bench:begin targets -->\n<!-- bench:end targets -->\n";
+    let without = report::apply_regions(base, &regions).expect("optional regions may be absent");
+    assert!(!without.contains("bench:begin semaphores"));
+    let with = format!(
+        "{base}## Semaphores\n<!-- bench:begin semaphores -->\nold\n<!-- bench:end semaphores -->\n\
+         ## Read-write locks\n<!-- bench:begin rwlocks -->\n<!-- bench:end rwlocks -->\n"
+    );
+    let filled = report::apply_regions(&with, &regions).expect("regions filled");
+    assert!(!filled.contains("\nold\n"), "{filled}");
+    assert!(filled.contains("SEMAPHORE.ACQUIRE") && filled.contains("MACQUIRE"));
 
     let chart = svg::b3_wait_chart(
         &results.b3,

@@ -346,14 +346,13 @@ impl Scan<'_> {
                             self.anomaly(c, "a re-entry or downgrade was refused");
                         }
                     }
-                    Some((_, out @ Out::Err(_))) if out.err_code() == Some("NOUPGRADE") => {
+                    Some((_, out @ Out::Err(_))) if out.err_code() == Some("NOUPGRADE")
                         // Right only for WRITE by an owner holding READ
                         // (certainly, or possibly: its read window may have
                         // ended while the server still had the hold).
-                        if !(mode == Mode::Write && reads > 0 && writes == 0) {
+                        && !(mode == Mode::Write && reads > 0 && writes == 0) => {
                             self.anomaly(c, "NOUPGRADE without a read hold");
                         }
-                    }
                     None => {}
                     Some(_) => self.anomaly(c, "unexpected reply"),
                 }
@@ -378,11 +377,10 @@ impl Scan<'_> {
                 let (key, owner) = (a[1].as_str(), a[2].as_str());
                 match &c.ret {
                     Some((t, Out::Int(n))) => self.granted(c, key, owner, Mode::Excl, *n, *t),
-                    Some((t, Out::Nil)) => {
-                        if self.open_at(key, owner, Mode::Excl, *t) {
+                    Some((t, Out::Nil))
+                        if self.open_at(key, owner, Mode::Excl, *t) => {
                             self.anomaly(c, "a re-entry was refused");
                         }
-                    }
                     None => {}
                     Some(_) => self.anomaly(c, "unexpected reply"),
                 }
@@ -426,11 +424,10 @@ impl Scan<'_> {
                             }
                         }
                     }
-                    Some((t, Out::Nil)) => {
-                        if keys.iter().all(|k| self.open_at(k, owner, Mode::Excl, *t)) {
+                    Some((t, Out::Nil))
+                        if keys.iter().all(|k| self.open_at(k, owner, Mode::Excl, *t)) => {
                             self.anomaly(c, "a re-entry of the whole set was refused");
                         }
-                    }
                     None => {}
                     Some(_) => self.anomaly(c, "unexpected reply"),
                 }
@@ -786,7 +783,7 @@ mod tests {
         let v = check(&[a.clone(), b], &Opts::default());
         assert_eq!(v.violations(), 0, "{v:?}");
         assert_eq!(v.grants, 2);
-        let (longest, starved) = progress(&[a.clone()], &v, 1);
+        let (longest, starved) = progress(std::slice::from_ref(&a), &v, 1);
         assert!(starved.is_empty());
         assert_eq!(longest, 50000000);
         let c = hist(

@@ -480,15 +480,14 @@ fn subscribe(port: u16, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<(u
         while !stop.load(Ordering::SeqCst) {
             if let Some(r) = c.try_read_reply(Duration::from_millis(50)) {
                 let at = mono_ns();
-                if let Reply::Array(a) | Reply::Push(a) = &r {
-                    if a.len() == 4 && a[0].as_bytes() == b"pmessage" {
+                if let Reply::Array(a) | Reply::Push(a) = &r
+                    && a.len() == 4 && a[0].as_bytes() == b"pmessage" {
                         let event = String::from_utf8_lossy(a[3].as_bytes()).into_owned();
                         if event.ends_with(".closed") {
                             let key = String::from_utf8_lossy(a[2].as_bytes()).into_owned();
                             events.push((at, key, event));
                         }
                     }
-                }
             }
         }
         events

@@ -331,11 +331,10 @@ fn subscribe(port: u16, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<(u
         while !stop.load(Ordering::SeqCst) {
             if let Some(r) = c.try_read_reply(Duration::from_millis(50)) {
                 let at = mono_ns();
-                if let Reply::Array(a) | Reply::Push(a) = &r {
-                    if a.len() == 3 && a[0].as_bytes() == b"message" {
+                if let Reply::Array(a) | Reply::Push(a) = &r
+                    && a.len() == 3 && a[0].as_bytes() == b"message" {
                         events.push((at, String::from_utf8_lossy(a[2].as_bytes()).into_owned()));
                     }
-                }
             }
         }
         events
@@ -430,7 +429,7 @@ pub fn run(cfg: &Config) -> Outcome {
                     (t.held() > 0).then_some(i)
                 })
                 .collect();
-            let tied_turn = kills.len() % 2 == 0;
+            let tied_turn = kills.len().is_multiple_of(2);
             if tied_turn && tied_holders.is_empty() && now < next_kill + 500 * MS {
                 // Wait a little for a worker holding KEEPALIVE permits.
                 std::thread::sleep(Duration::from_millis(2));

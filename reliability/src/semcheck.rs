@@ -426,14 +426,13 @@ fn scan(
                     }
                     None => {
                         // It may have shortened the lease.
-                        if let Some(l) = leases.get_mut(&id) {
-                            if !tied && renewed.end() < l.end() {
+                        if let Some(l) = leases.get_mut(&id)
+                            && !tied && renewed.end() < l.end() {
                                 *l = Lease {
                                     start: l.start,
                                     ..renewed
                                 };
                             }
-                        }
                     }
                     Some((_, out)) if tolerated(out) => {}
                     Some(_) => anomaly(v, c, "expected 1 or 0".into()),

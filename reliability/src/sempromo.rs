@@ -37,6 +37,9 @@ use crate::clock::{MS, mono_ns};
 use crate::famhist::{Call, History, Item, Out};
 use crate::promotions::{repl_offset, signal, streaming};
 use crate::report::{Section, fmt_int};
+
+/// A worker's id and its calls, each with the epoch it was sent in.
+type WorkerCalls = (usize, Vec<(u64, Call)>);
 use crate::semcheck::{self, Opts};
 use crate::servers;
 
@@ -276,7 +279,7 @@ pub fn run(cfg: &Config) -> Outcome {
         pause: AtomicBool::new(false),
         paused: AtomicUsize::new(0),
     });
-    let results: Arc<Mutex<Vec<(usize, Vec<(u64, Call)>)>>> = Arc::default();
+    let results: Arc<Mutex<Vec<WorkerCalls>>> = Arc::default();
     let handles: Vec<_> = (0..cfg.workers)
         .map(|id| {
             let (cfg, shared, results) = (cfg.clone(), shared.clone(), results.clone());
@@ -407,9 +410,7 @@ pub fn run(cfg: &Config) -> Outcome {
             problems.extend(servers::log_problems(&s.log()));
         }
     }
-    let mut results = Arc::try_unwrap(results)
-        .ok()
-        .expect("workers joined")
+    let mut results = Arc::try_unwrap(results).expect("workers joined")
         .into_inner()
         .unwrap();
     results.sort_by_key(|(id, _)| *id);

@@ -3,6 +3,7 @@
 //! README section (`readme`) and the target evaluation (`targets`) live
 //! beside it.
 
+mod family;
 mod readme;
 mod targets;
 
@@ -206,6 +207,18 @@ pub fn markdown(r: &Results, svg_name: Option<&str>) -> String {
     }
     if r.ran.contains(&Workload::B11) {
         b11_section(&mut s, r);
+    }
+    if r.ran.contains(&Workload::B12) {
+        family::b12_section(&mut s, r);
+    }
+    if r.ran.contains(&Workload::B13) {
+        family::b13_section(&mut s, r);
+    }
+    if r.ran.contains(&Workload::B14) {
+        family::b14_section(&mut s, r);
+    }
+    if r.ran.contains(&Workload::B15) {
+        family::b15_section(&mut s, r);
     }
     if r.ran.contains(&Workload::B16) {
         b16_section(&mut s, r);
@@ -848,6 +861,7 @@ fn notes(s: &mut String) {
         "## How this was measured\n\n\
          - One server, started by the benchmark with the module loaded (`io-threads 1`, no persistence); every variant runs against it in one run, interleaved per configuration.\n\
          - Redisson variants run our own Lua written from Redisson's wire protocol (tryLockInnerAsync, unlockInnerAsync with PUBLISH, renewExpiration), with Redisson's KEYS/ARGV layout and `<uuid>:<thread>` owners; \"full-text EVAL\" sends the script text every call as Redisson does.\n\
+         - B12–B15 (the Redisson family) run Redisson's semaphore, read-write and lock scripts as the repository's own texts (`crates/testkit/src/redisson.rs`, written from the documented protocol) by EVALSHA, as Redisson 4.x sends them; their Redisson-style clients are threads of one Redisson client process: one pub/sub connection, a per-channel latch, an unlock message waking one waiting thread (a read-write `1` wakes all), waits bounded by the returned PTTL — the kinder model for Redisson than B3's one process per client.\n\
          - Client sleeps (a hold, a poll interval, Redisson's wait for the PTTL) are woken by a timer thread waiting in the kernel with 1 ns slack, so \"every 1 ms\" is 1 ms plus the machine's wake-up latency, not tokio's 1 ms timer granularity; B3 shows the holds as they really were.\n\
          - Server instructions per command (callgrind, every variant): `bench/callgrind.sh`.\n\
          - Replies are checked on every call (a wrong reply aborts the run), and nothing here is asserted on timing: targets are reported, not enforced.\n\
@@ -950,6 +964,7 @@ pub fn missing_rows(r: &Results) -> Vec<String> {
             missing.push(format!("B11 {}", lib.label()));
         }
     }
+    family::missing(r, &mut missing);
     if r.ran.contains(&Workload::B16)
         && (r.b16.len() != 2
             || r.b16

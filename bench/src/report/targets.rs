@@ -426,6 +426,9 @@ pub fn targets(r: &Results) -> Vec<Target> {
         goal: "≤ 50 ms".into(),
         verdict: verdict(b10.map(|o| max(&o.probe.rtt) <= crate::workloads::b10::STALL)),
     });
+
+    // B12–B15: the Redisson family.
+    super::family::targets(r, &mut t);
     t
 }
 
