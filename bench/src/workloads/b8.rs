@@ -241,6 +241,12 @@ pub async fn run(
         let cpu = timing::process_cpu();
         phase.set(Phase::Measure);
         timing::sleep(measure).await;
+        // A pair slower than the whole slice (a replica stalled by a busy
+        // machine) would leave the row empty: the slice lasts until one
+        // measured pair is done (the rate is over the slice as it ran).
+        while pairs.get() == 0 {
+            timing::sleep(Duration::from_millis(5)).await;
+        }
         let cpu = timing::process_cpu().saturating_sub(cpu);
         let after = Snapshot::take(admin).await?;
         phase.set(Phase::Stop);
