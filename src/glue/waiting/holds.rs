@@ -29,19 +29,53 @@ use hashbrown::HashMap;
 use crate::core::Millis;
 use crate::glue::runtime::ffi::{Ctx, monotonic_us};
 use crate::glue::scheduler::{self, Job, JobId};
-use crate::glue::store::{KeyRef, QueueKey};
 use crate::glue::store::lifecycle;
 use crate::glue::store::metrics::{self, Family};
+use crate::glue::store::{KeyRef, QueueKey};
 
 type HoldId = u64;
 
+/// One entry per held lock while hold metrics or lifecycle events are on:
+/// kept small (32 bytes; boxed name, deadline without an `Option`'s tag),
+/// since a million held locks are a million entries.
 struct Hold {
     family: Family,
     since_us: u64,
-    deadline: Option<Millis>,
+    /// The lease's deadline, `NO_DEADLINE` for none: read with `deadline()`.
+    until: Millis,
     /// Kept while lifecycle events are on: the key and holder, to fire the
     /// expiry on and to check the key.
-    named: Option<(QueueKey, Box<[u8]>)>,
+    named: Option<Box<(QueueKey, Box<[u8]>)>>,
+}
+
+const NO_DEADLINE: Millis = Millis::MIN;
+
+const _: () = assert!(std::mem::size_of::<Hold>() == 32);
+
+impl Hold {
+    fn new(
+        family: Family,
+        since_us: u64,
+        deadline: Option<Millis>,
+        named: Option<Box<(QueueKey, Box<[u8]>)>>,
+    ) -> Hold {
+        let mut hold = Hold {
+            family,
+            since_us,
+            until: NO_DEADLINE,
+            named,
+        };
+        hold.set_deadline(deadline);
+        hold
+    }
+
+    fn deadline(&self) -> Option<Millis> {
+        (self.until != NO_DEADLINE).then_some(self.until)
+    }
+
+    fn set_deadline(&mut self, deadline: Option<Millis>) {
+        self.until = deadline.unwrap_or(NO_DEADLINE);
+    }
 }
 
 /// The table is swept for lapsed holds when it grows past this, then
@@ -115,22 +149,15 @@ impl Holds {
     /// go through the exact index and their key's check).
     fn sweep_unnamed(&mut self, now: Millis) -> Vec<(Millis, Hold)> {
         let mut lapsed = Vec::new();
-        self.holds.retain(|_, h| match h.deadline {
+        self.holds.retain(|_, h| match h.deadline() {
             Some(d) if d < now && h.named.is_none() => {
-                lapsed.push((
-                    d,
-                    Hold {
-                        family: h.family,
-                        since_us: h.since_us,
-                        deadline: h.deadline,
-                        named: None,
-                    },
-                ));
+                lapsed.push((d, Hold::new(h.family, h.since_us, Some(d), None)));
                 false
             }
             _ => true,
         });
         self.sweep_at = (2 * self.holds.len()).max(SWEEP_FLOOR);
+        self.shrink_if_sparse();
         lapsed
     }
 
@@ -170,6 +197,19 @@ impl Holds {
         self.sweep_at = SWEEP_FLOOR;
     }
 
+    /// A table that held many more holds than it does now gives most of
+    /// its memory back (a hash table never shrinks by itself: a million
+    /// locks released one by one left their 80 MB behind while a single
+    /// hold that lapsed unreleased kept `forget_all` from running). Only
+    /// when eight times too big, to half-full: each shrink follows a fall
+    /// by at least half, so rehashing stays amortised O(1) per hold.
+    fn shrink_if_sparse(&mut self) {
+        let cap = self.holds.capacity();
+        if cap > 4 * SWEEP_FLOOR && self.holds.len() * 8 < cap {
+            self.holds.shrink_to(self.holds.len() * 2);
+        }
+    }
+
     /// Takes out a hold whose deadline has passed (`now > deadline`): from
     /// the exact index first, else from a bucket that has wholly passed.
     fn take_lapsed(&mut self, now: Millis) -> Option<(Millis, HoldId, Hold)> {
@@ -178,7 +218,7 @@ impl Holds {
                 break;
             }
             self.exact.remove(&(d, id));
-            if self.holds.get(&id).is_some_and(|h| h.deadline == Some(d)) {
+            if self.holds.get(&id).is_some_and(|h| h.deadline() == Some(d)) {
                 let hold = self.holds.remove(&id)?;
                 return Some((d, id, hold));
             }
@@ -192,7 +232,10 @@ fn sample_lapsed(now: Millis, lapsed: Vec<(Millis, Hold)>) {
     let now_us = monotonic_us();
     for (deadline, hold) in lapsed {
         let late_us = (now.saturating_sub(deadline).max(0) as u64).saturating_mul(1000);
-        metrics::held(hold.family, now_us.saturating_sub(hold.since_us).saturating_sub(late_us));
+        metrics::held(
+            hold.family,
+            now_us.saturating_sub(hold.since_us).saturating_sub(late_us),
+        );
     }
 }
 
@@ -203,31 +246,33 @@ pub fn settle_unnamed(now: Millis) {
 }
 
 /// A hold was granted (fresh, not a re-entry), lasting until `deadline`.
-pub fn start(ctx: Ctx, family: Family, db: i32, key: &[u8], holder: &[u8], deadline: Option<Millis>) {
+pub fn start(
+    ctx: Ctx,
+    family: Family,
+    db: i32,
+    key: &[u8],
+    holder: &[u8],
+    deadline: Option<Millis>,
+) {
     let events = lifecycle::enabled();
     if !events && crate::glue::config::HOLD_METRICS.get() == 0 {
         return;
     }
-    let named = events.then(|| (QueueKey::new(db, key), Box::from(holder)));
+    let named = events.then(|| Box::new((QueueKey::new(db, key), Box::from(holder))));
     if events {
         watch_expiries(ctx);
     }
     let now_us = monotonic_us();
     let lapsed = with(|h| {
         let id = h.id(db, key, holder);
-        if let Some((qk, _)) = &named {
-            h.name(qk);
+        if let Some(n) = &named {
+            h.name(&n.0);
         }
-        let hold = Hold {
-            family,
-            since_us: now_us,
-            deadline,
-            named,
-        };
+        let hold = Hold::new(family, now_us, deadline, named);
         if let Some(old) = h.holds.insert(id, hold) {
-            h.unfile(id, old.deadline);
-            if let Some((qk, _)) = &old.named {
-                h.unname(qk, None);
+            h.unfile(id, old.deadline());
+            if let Some(n) = &old.named {
+                h.unname(&n.0, None);
             }
         }
         h.file(id, deadline, events);
@@ -249,7 +294,8 @@ pub fn renewed(ctx: Ctx, db: i32, key: &[u8], holder: &[u8], deadline: Option<Mi
     let moved = with(|h| {
         let id = h.id(db, key, holder);
         let hold = h.holds.get_mut(&id)?;
-        let old = std::mem::replace(&mut hold.deadline, deadline);
+        let old = hold.deadline();
+        hold.set_deadline(deadline);
         if old == deadline {
             return Some(());
         }
@@ -268,12 +314,14 @@ pub fn end(db: i32, key: &[u8], holder: &[u8]) {
     let ended = with(|h| {
         let id = h.id(db, key, holder);
         let hold = h.holds.remove(&id)?;
-        h.unfile(id, hold.deadline);
-        if let Some((qk, _)) = &hold.named {
-            h.unname(qk, None);
+        h.unfile(id, hold.deadline());
+        if let Some(n) = &hold.named {
+            h.unname(&n.0, None);
         }
         if h.holds.is_empty() {
             h.forget_all();
+        } else {
+            h.shrink_if_sparse();
         }
         Some(hold)
     });
@@ -345,7 +393,7 @@ pub fn settle_lapsed(ctx: Ctx, max: usize) {
         };
         let check = CHECK.with(|c| *c.borrow());
         let verdict = match (&hold.named, check) {
-            (Some((qk, holder)), Some(check)) => check(ctx, hold.family, qk, holder),
+            (Some(n), Some(check)) => check(ctx, hold.family, &n.0, &n.1),
             _ => LapseCheck::Gone,
         };
         let events = lifecycle::enabled();
@@ -354,7 +402,7 @@ pub fn settle_lapsed(ctx: Ctx, max: usize) {
                 // Expired (the server said so at or after the deadline), or
                 // removed earlier by something else: no event of ours then.
                 let expired = match &hold.named {
-                    Some((qk, _)) => with(|h| h.unname(qk, Some(deadline))),
+                    Some(n) => with(|h| h.unname(&n.0, Some(deadline))),
                     None => false,
                 };
                 // It ended at its deadline, not when it was noticed.
@@ -363,32 +411,32 @@ pub fn settle_lapsed(ctx: Ctx, max: usize) {
                     .saturating_sub(hold.since_us)
                     .saturating_sub(late_us);
                 metrics::held(hold.family, us);
-                if let (true, Some((qk, _)), Some(announce)) =
+                if let (true, Some(n), Some(announce)) =
                     (expired, &hold.named, EXPIRED.with(|e| *e.borrow()))
                 {
-                    announce(ctx, hold.family, qk);
+                    announce(ctx, hold.family, &n.0);
                 }
             }
             LapseCheck::Held(deadline) => with(|h| {
                 h.file(id, deadline, events);
-                h.holds.insert(id, Hold { deadline, ..hold });
+                let mut hold = hold;
+                hold.set_deadline(deadline);
+                h.holds.insert(id, hold);
             }),
             LapseCheck::Later => with(|h| {
                 let later = Some(now.saturating_add(10));
                 h.file(id, later, events);
-                h.holds.insert(
-                    id,
-                    Hold {
-                        deadline: later,
-                        ..hold
-                    },
-                );
+                let mut hold = hold;
+                hold.set_deadline(later);
+                h.holds.insert(id, hold);
             }),
         }
     }
     with(|h| {
         if h.holds.is_empty() {
             h.forget_all();
+        } else {
+            h.shrink_if_sparse();
         }
     });
 }
