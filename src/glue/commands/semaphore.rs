@@ -28,11 +28,23 @@ use crate::glue::waiting::slot::Wake;
 use crate::glue::waiting::ties::{self, Granted as HowGranted, TieKind};
 
 /// What every SEMAPHORE.* command does first: from now on, writes other
-/// clients make to lease sets reach the sweeps; and the caller may touch
-/// the lease set (`always`: the call may create it).
-fn prologue(ctx: Ctx, key: &RStr, access: KeyAccess, always: bool) -> LockResult<()> {
+/// clients make to lease sets reach the sweeps; the key and its lease set
+/// are opened (for writing unless `access` is a read); and the caller must
+/// be allowed to touch the lease set (`always`: the call may create it;
+/// otherwise only a set that exists is read or written).
+fn open<'a>(ctx: Ctx, key: &'a RStr, access: KeyAccess, always: bool) -> LockResult<SemKey<'a>> {
     events::watch_lease_sets(ctx)?;
-    derived::check_timeout_access(ctx, key, access, always)
+    let mode = match access {
+        KeyAccess::Read => Mode::Read,
+        _ => Mode::Write,
+    };
+    let sem = SemKey::open(ctx, key, mode);
+    match sem.lease_set() {
+        // The set as opened: its name built and its key looked up once.
+        Some((name, exists)) => derived::check_lease_set_access(ctx, name, exists, access, always)?,
+        None => derived::check_timeout_access(ctx, key, access, always)?,
+    }
+    Ok(sem)
 }
 
 fn is_queued(db: i32, key: &[u8]) -> bool {
@@ -42,8 +54,7 @@ fn is_queued(db: i32, key: &[u8]) -> bool {
 /// `SEMAPHORE.CREATE key permits [PX ms | EX s]`
 pub fn create(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
     let req = request::parse_create(args)?;
-    prologue(ctx, req.key, KeyAccess::Update, false)?;
-    let mut sem = SemKey::open(ctx, req.key, Mode::Write);
+    let mut sem = open(ctx, req.key, KeyAccess::Update, false)?;
     let o = semaphore::create(&mut sem, req.permits, req.lease)?;
     follow_up(ctx, &mut sem, &o.expired, None, o.publish);
     Ok(Reply::Int(i64::from(o.reply)))
@@ -52,8 +63,7 @@ pub fn create(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
 /// `SEMAPHORE.ADD key delta`: the available count after serving.
 pub fn add(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
     let req = request::parse_add(args)?;
-    prologue(ctx, req.key, KeyAccess::Update, false)?;
-    let mut sem = SemKey::open(ctx, req.key, Mode::Write);
+    let mut sem = open(ctx, req.key, KeyAccess::Update, false)?;
     let o = semaphore::add(&mut sem, req.delta)?;
     follow_up(ctx, &mut sem, &o.expired, None, o.publish);
     Ok(Reply::Int(semaphore::available(&mut sem)?))
@@ -66,8 +76,7 @@ pub fn acquire(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
     let replicas = call.replicas(req.replicas)?;
     let key: &RStr = req.key;
     let block = call::check_block(req.block, ctx.now())?;
-    prologue(ctx, key, KeyAccess::Update, false)?;
-    let mut sem = SemKey::open(ctx, key, Mode::Write);
+    let mut sem = open(ctx, key, KeyAccess::Update, false)?;
     let db = ctx.db();
     let o = semaphore::acquire(&mut sem, req.count, is_queued(db, key.as_ref()))?;
     let Some(count) = o.reply else {
@@ -142,8 +151,7 @@ fn wait_or_nil(
 /// `SEMAPHORE.RELEASE key [COUNT n]`: the available count after serving.
 pub fn release(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
     let req = request::parse_release(args)?;
-    prologue(ctx, req.key, KeyAccess::Update, false)?;
-    let mut sem = SemKey::open(ctx, req.key, Mode::Write);
+    let mut sem = open(ctx, req.key, KeyAccess::Update, false)?;
     let o = semaphore::release(&mut sem, req.count)?;
     stats::SEM_RELEASED.bump();
     follow_up(
@@ -171,8 +179,7 @@ pub fn lease(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
     }
     let key: &RStr = req.key;
     let block = call::check_block(req.block, ctx.now())?;
-    prologue(ctx, key, KeyAccess::Update, true)?;
-    let mut sem = SemKey::open(ctx, key, Mode::Write);
+    let mut sem = open(ctx, key, KeyAccess::Update, true)?;
     let db = ctx.db();
     let o = semaphore::lease(&mut sem, &claim, is_queued(db, key.as_ref()))?;
     let Some(leased) = o.reply else {
@@ -220,8 +227,7 @@ pub fn lease(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
 /// `SEMAPHORE.RETURN key id [id ...]`: how many went back (all or none).
 pub fn return_permits(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
     let req = request::parse_return(args)?;
-    prologue(ctx, req.key, KeyAccess::Update, false)?;
-    let mut sem = SemKey::open(ctx, req.key, Mode::Write);
+    let mut sem = open(ctx, req.key, KeyAccess::Update, false)?;
     let o = match semaphore::return_permits(&mut sem, &req.ids) {
         Ok(o) => o,
         Err(e) => {
@@ -254,8 +260,7 @@ pub fn renew(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
         config::check_keepalive_lease(lease)?;
     }
     let key: &RStr = req.key;
-    prologue(ctx, key, KeyAccess::Update, false)?;
-    let mut sem = SemKey::open(ctx, key, Mode::Write);
+    let mut sem = open(ctx, key, KeyAccess::Update, false)?;
     let previous = match semaphore::renew(&mut sem, &req.id, lease)? {
         Renewed::NotLeased => return Ok(Reply::Int(0)),
         Renewed::Renewed { previous, .. } => previous,
@@ -299,8 +304,7 @@ pub fn renew(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
 /// are 0: both are connection state on the primary).
 pub fn info(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
     let req = parse_key(Command::SemInfo, args)?;
-    prologue(ctx, req.key, KeyAccess::Read, false)?;
-    let mut sem = SemKey::open(ctx, req.key, Mode::Read);
+    let mut sem = open(ctx, req.key, KeyAccess::Read, false)?;
     let Some(info) = semaphore::info(&mut sem)? else {
         return Ok(Reply::Nil);
     };
@@ -320,8 +324,7 @@ pub fn info(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
 /// `SEMAPHORE.DRAIN key`: the available permits taken.
 pub fn drain(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
     let req = parse_key(Command::SemDrain, args)?;
-    prologue(ctx, req.key, KeyAccess::Update, false)?;
-    let mut sem = SemKey::open(ctx, req.key, Mode::Write);
+    let mut sem = open(ctx, req.key, KeyAccess::Update, false)?;
     let o = semaphore::drain(&mut sem)?;
     follow_up(ctx, &mut sem, &o.expired, None, o.publish);
     Ok(Reply::Int(o.reply))

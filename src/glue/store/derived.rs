@@ -68,6 +68,26 @@ pub fn check_timeout_access(
     )
 }
 
+/// As `check_timeout_access`, for a lease set already opened: `name` and
+/// whether it exists.
+pub fn check_lease_set_access(
+    ctx: Ctx,
+    name: &RStr,
+    exists: bool,
+    access: KeyAccess,
+    always: bool,
+) -> LockResult<()> {
+    if !always && !exists {
+        return Ok(());
+    }
+    check(
+        ctx,
+        name,
+        access,
+        "the semaphore's lease set ({key}:timeout)",
+    )
+}
+
 fn check(ctx: Ctx, name: &RStr, access: KeyAccess, what: &'static str) -> LockResult<()> {
     let Some(user) = CallerUser::of(ctx) else {
         return Ok(());

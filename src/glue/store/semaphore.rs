@@ -75,6 +75,14 @@ impl<'a> SemKey<'a> {
         }
     }
 
+    /// The lease set's name and whether it exists, `None` when it is out
+    /// of this node's reach.
+    pub fn lease_set(&self) -> Option<(&RStr, bool)> {
+        self.leases
+            .as_ref()
+            .map(|set| (&*set.name, set.key.kind() != KeyKind::Empty))
+    }
+
     pub fn name(&self) -> &'a RStr {
         self.name
     }
@@ -193,9 +201,15 @@ impl SemaphoreStore for SemKey<'_> {
     }
 
     fn incr(&mut self, delta: i64) {
-        let current = match self.key.kind() {
-            KeyKind::String => self.key.with_string(parse_i64).flatten().unwrap_or(0),
-            _ => 0,
+        // The count as this call read it, if it did (a second look in place
+        // is not free).
+        let current = match self.count.take() {
+            Some(StringValue::Str(bytes)) => parse_i64(&bytes).unwrap_or(0),
+            Some(_) => 0,
+            None => match self.key.kind() {
+                KeyKind::String => self.key.with_string(parse_i64).flatten().unwrap_or(0),
+                _ => 0,
+            },
         };
         // The rules never let it overflow; saturate rather than panic.
         let after = current.saturating_add(delta);
