@@ -34,6 +34,11 @@ pub struct RwKey<'a> {
     /// The hash was written (signalled as modified when closed).
     wrote: bool,
     token: Option<TokenKey>,
+    /// Fields set (applied and announced) but not yet replicated: one HSET
+    /// carries them all (a grant sets `mode` and the holder's field; each
+    /// replicated command costs the server a command lookup), sent before
+    /// any other write is replicated and at the latest when the key closes.
+    unreplicated: Vec<(OwnedStr, OwnedStr)>,
 }
 
 impl<'a> RwKey<'a> {
@@ -53,7 +58,24 @@ impl<'a> RwKey<'a> {
             now: ctx.now(),
             wrote: false,
             token: None,
+            unreplicated: Vec::new(),
         }
+    }
+
+    /// Replicates the fields set since the last write as one HSET, so that
+    /// replicas apply every write in the order it was made.
+    fn replicate_fields(&mut self) {
+        if self.unreplicated.is_empty() {
+            return;
+        }
+        let fields = std::mem::take(&mut self.unreplicated);
+        let mut args = Vec::with_capacity(1 + 2 * fields.len());
+        args.push(Arg::Str(self.name));
+        for (field, value) in &fields {
+            args.push(Arg::Str(field));
+            args.push(Arg::Str(value));
+        }
+        self.ctx.replicate(c"HSET", &args);
     }
 
     /// The lock's key name.
@@ -106,6 +128,7 @@ impl<'a> RwKey<'a> {
 
 impl Drop for RwKey<'_> {
     fn drop(&mut self) {
+        self.replicate_fields();
         if let Some(token) = self.token.take() {
             token.close(self.ctx);
         }
@@ -147,14 +170,16 @@ impl RwLockStore for RwKey<'_> {
         self.wrote = true;
         let (field, value) = (OwnedStr::new(field), OwnedStr::new(value));
         self.key.hash_set(&field, &value);
-        self.ctx.replicate(
-            c"HSET",
-            &[Arg::Str(self.name), Arg::Str(&field), Arg::Str(&value)],
-        );
         self.notify(raw::REDISMODULE_NOTIFY_HASH, c"hset", self.name);
+        self.unreplicated.push((field, value));
+    }
+
+    fn replicate_writes(&mut self) {
+        self.replicate_fields();
     }
 
     fn delete_field(&mut self, field: &[u8]) {
+        self.replicate_fields();
         self.wrote = true;
         let field = OwnedStr::new(field);
         self.key.hash_del(&field);
@@ -164,6 +189,7 @@ impl RwLockStore for RwKey<'_> {
     }
 
     fn set_deadline(&mut self, deadline: Millis) {
+        self.replicate_fields();
         self.wrote = true;
         self.key.set_deadline(deadline);
         self.ctx
@@ -172,6 +198,7 @@ impl RwLockStore for RwKey<'_> {
     }
 
     fn clear_deadline(&mut self) {
+        self.replicate_fields();
         self.wrote = true;
         self.key.persist();
         self.ctx.replicate(c"PERSIST", &[Arg::Str(self.name)]);
@@ -179,6 +206,7 @@ impl RwLockStore for RwKey<'_> {
     }
 
     fn delete(&mut self) {
+        self.replicate_fields();
         self.wrote = true;
         self.key.delete();
         self.ctx.replicate(c"DEL", &[Arg::Str(self.name)]);
@@ -210,6 +238,7 @@ impl RwLockStore for RwKey<'_> {
     }
 
     fn set_hold(&mut self, owner: &[u8], n: i64, deadline: Option<Millis>) {
+        self.replicate_fields();
         let name = self.hold_name(owner, n);
         let key = self.open_hold(&name);
         key.set_string(&OwnedStr::new(b"1"));
@@ -239,6 +268,7 @@ impl RwLockStore for RwKey<'_> {
     }
 
     fn set_hold_deadline(&mut self, owner: &[u8], n: i64, deadline: Option<Millis>) {
+        self.replicate_fields();
         let name = self.hold_name(owner, n);
         let key = self.open_hold(&name);
         if key.kind() == KeyKind::Empty {
@@ -263,6 +293,7 @@ impl RwLockStore for RwKey<'_> {
     }
 
     fn delete_hold(&mut self, owner: &[u8], n: i64) {
+        self.replicate_fields();
         let name = self.hold_name(owner, n);
         let key = self.open_hold(&name);
         if key.kind() == KeyKind::Empty {
@@ -281,6 +312,7 @@ impl RwLockStore for RwKey<'_> {
     }
 
     fn set_token(&mut self, token: i64) {
+        self.replicate_fields();
         let ctx = self.ctx;
         let Ok(key) = self.token_key() else {
             // `token()` was called (and succeeded) before any write.

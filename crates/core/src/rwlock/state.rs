@@ -363,6 +363,7 @@ pub(crate) fn commit<S: RwLockStore>(store: &mut S, stored: &Stored, live: &Live
             commit_holds(store, o, NONE, holds);
         }
     }
+    store.replicate_writes();
 }
 
 fn commit_holds<S: RwLockStore>(

@@ -33,6 +33,9 @@ pub trait RwLockStore {
     fn ttl(&mut self) -> Option<Millis>;
     /// HSET field value (creates the hash, keeps its expiry).
     fn set_field(&mut self, field: &[u8], value: &[u8]);
+    /// Every write made so far is replicated (a store may batch field
+    /// writes; `commit` ends with this).
+    fn replicate_writes(&mut self) {}
     /// HDEL field (the rules never remove the last field this way: `mode`
     /// stays until `delete`).
     fn delete_field(&mut self, field: &[u8]);
