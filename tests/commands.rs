@@ -206,7 +206,11 @@ fn px_and_ex(kind: Kind) {
     assert_eq!(r.len(), 2, "{exec:?}");
     assert_eq!(r[0], Reply::Int(1));
     let t = r[1].as_int();
-    assert!(t > 0 && t <= 7, "PTTL of px is {t}, expected 1..=7");
+    // The lease counts from when LOCK.ACQUIRE ran (the server clock then);
+    // Valkey's PTTL counts from when EXEC began (its command-time
+    // snapshot): a server descheduled in between (a loaded CI machine saw
+    // 8) adds that gap. What matters: milliseconds, not seconds or none.
+    assert!(t > 0 && t <= 50, "PTTL of px is {t}, expected 1..=50");
     assert_eq!(
         c.cmd(&args!["LOCK.ACQUIRE", "px2", "a", "PX", 7000]),
         Reply::Int(1)
