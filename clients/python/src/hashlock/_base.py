@@ -43,6 +43,8 @@ class LockBase:
         self._tied: Any = None
         # The loss watch of the current hold, else None.
         self._watch: Any = None
+        # Its subscription to the key's lifecycle events, else None.
+        self._events: Any = None
         self._lost: Optional[LockLost] = None
 
     def _acquire_args(self, block: Optional[int], keepalive: Optional[bool] = None):
