@@ -20,7 +20,7 @@ import threading
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from redis.exceptions import ResponseError
+from redis.exceptions import ConnectionError, ResponseError
 
 from . import _family as f
 from ._connection import Address, ConnectionPool, pool_for
@@ -51,7 +51,10 @@ class Hub:
     """A subscriber connection to one node, and the thread reading it."""
 
     def __init__(self, pool: ConnectionPool, address: Address) -> None:
-        self._pool = pool
+        # Weak: the hub lives as long as its user client's pool (whose end
+        # closes the subscriber connection, ending the thread).
+        self._pool_ref = weakref.ref(pool)
+        weakref.finalize(pool, Hub._close_conn, self)
         self._address = address
         self._mutex = threading.Lock()
         self._subs: Dict[bytes, List[Subscription]] = {}
@@ -60,6 +63,19 @@ class Hub:
         self._conn: Any = None
         self._thread: Optional[threading.Thread] = None
         self._flags: Optional[str] = None
+
+    @property
+    def _pool(self) -> ConnectionPool:
+        pool = self._pool_ref()
+        if pool is None:
+            raise ConnectionError("the client this subscriber served is gone")
+        return pool
+
+    @staticmethod
+    def _close_conn(hub: "Hub") -> None:
+        conn, hub._conn = hub._conn, None
+        if conn is not None:
+            ConnectionPool.discard(conn)
 
     def flags(self) -> Optional[str]:
         """The node's notify-keyspace-events (None: CONFIG GET refused)."""
@@ -166,7 +182,7 @@ class Hub:
                     pass
         # The connection ended: every subscriber is told (event ""), and the
         # next subscribe opens a new one.
-        self._pool.discard(conn)
+        ConnectionPool.discard(conn)
         with self._mutex:
             if self._conn is conn:
                 self._conn = None

@@ -172,9 +172,22 @@ def mrelease_args(names: Sequence[Any], owner) -> List[Any]:
 
 # -- events -------------------------------------------------------------------
 
-#: Lifecycle events that start a hold: every other event on a held key is a
-#: reason to check it at once (an ending event, DEL, expiry, eviction, ...).
-STARTS = frozenset({"lock.acquired", "rwlock.acquired", "semaphore.acquired"})
+#: Lifecycle events that say nothing about a hold's loss: a grant, and a
+#: holder's own release (for a Lock, the holder's own: its release() is
+#: under way). Every other event on a held key (`*.expired`, `*.forced`,
+#: `*.closed`, and with more flags on DEL, an expiry, an eviction) is a
+#: reason to check the hold at once.
+STARTS = frozenset(
+    {
+        "lock.acquired",
+        "rwlock.acquired",
+        "semaphore.acquired",
+        "lock.released",
+        "rwlock.released",
+        "semaphore.released",
+        "latch.opened",
+    }
+)
 
 
 def hears_lifecycle_events(flags: str) -> bool:

@@ -42,6 +42,7 @@ class Lock(LockBase):
         Returns True when held, False when the wait ended without the lock.
         """
         block = p.block_ms(blocking, timeout)
+        self._acknowledge_loss()
         if self._holds > 0:
             return self._reenter()
         if self.keepalive or block is not None:
@@ -132,6 +133,7 @@ class Lock(LockBase):
     def release(self) -> int:
         """Drops one hold; returns the holds left (0 = released). Raises
         LockLost if this owner no longer holds the lock."""
+        self._unacknowledged = None
         args = ["LOCK.RELEASE", self.name, self.owner]
         watch = self._watch
         if self._tied is not None and watch is not None:
@@ -274,6 +276,7 @@ class Lock(LockBase):
         if self._watch is None or not self._watch.active:
             return
         self._stop(lost, close)
+        self._unacknowledged = lost
         if self.on_lost is not None:
             try:
                 self.on_lost(lost)

@@ -172,8 +172,9 @@ class Monitor:
             self._guarded(w, w.check)
         finally:
             w.checking = False
-            if w.poked:
-                self._wake()
+            # The thread left this watch out of its sleep while it was
+            # checked: it computes its next due time again.
+            self._wake()
 
     def poke(self, watch: Watch) -> None:
         """Run `watch`'s check now (an event on what it watches)."""
