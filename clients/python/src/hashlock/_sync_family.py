@@ -92,22 +92,24 @@ class Semaphore:
         conn = Dedicated(pool, address)
         try:
             translated(conn.client_id)  # known before the wait: see _settle_abandoned
-            reply = translated(conn.call, args, p.socket_timeout(block, self.replicas, conn.default_timeout), True)
         except ResponseError:
             conn.give_back()
             raise
-        except (ConnectionError, TimeoutError):
+        except BaseException:
             conn.close()
             raise
-        except BaseException:
-            if conn.sent:
-                # The server may grant the permits any moment (or did): end
-                # the wait there and give back whatever it granted.
-                threading.Thread(target=_settle_abandoned, args=(conn, self.name), daemon=True).start()
-            else:
-                conn.close()
+        # The wait runs on a thread of its own, so that an exception in this
+        # one (KeyboardInterrupt, a signal handler's) can never land between
+        # the grant's arrival and its use: the waiting thread always reads
+        # the answer, and an abandoned wait's answer is settled there.
+        wait = _Wait(conn, args, p.socket_timeout(block, self.replicas, conn.default_timeout))
+        try:
+            reply = wait.result()
+        except BaseException as e:
+            if e is wait._error:
+                raise  # the wait's own error
+            threading.Thread(target=_settle_abandoned, args=(wait, self.name), daemon=True).start()
             raise
-        conn.give_back()
         return reply is not None
 
     def release(self, count: int = 1) -> int:
@@ -125,38 +127,72 @@ class Semaphore:
         return lease
 
 
-def _settle_abandoned(conn: Dedicated, name: Any) -> None:
+class _Wait:
+    """A call on a dedicated connection, run by a thread of its own."""
+
+    def __init__(self, conn: Dedicated, args: List[Any], timeout: Optional[float]) -> None:
+        self.conn = conn
+        self._done = threading.Event()
+        self._reply: Any = None
+        self._error: Optional[BaseException] = None
+        self._thread = threading.Thread(target=self._run, args=(args, timeout), name="hashlock-wait", daemon=True)
+        self._thread.start()
+
+    def _run(self, args: List[Any], timeout: Optional[float]) -> None:
+        try:
+            self._reply = translated(self.conn.call, args, timeout)
+        except ResponseError as e:
+            self.conn.give_back()  # an error reply changed nothing
+            self._error = e
+        except BaseException as e:
+            self.conn.close()
+            self._error = e
+        finally:
+            self._done.set()
+
+    def finished(self, timeout: Optional[float] = 0) -> bool:
+        return self._done.wait(timeout)
+
+    def result(self) -> Any:
+        """The reply (the connection given back), or the call's error.
+        Interruptible: an exception in this thread leaves the wait running."""
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        self.conn.give_back()
+        return self._reply
+
+
+def _settle_abandoned(wait: _Wait, name: Any) -> None:
     """An anonymous SEMAPHORE.ACQUIRE wait abandoned on the client: unblock
-    it (again, until its answer comes: the UNBLOCK may overtake the wait),
-    read the answer, give back what it granted. (Anonymous permits cannot
-    be tied to a connection, so closing it would not give them back.)"""
+    it on the server (again, until its answer comes: the UNBLOCK may
+    overtake the wait), then give back what it was granted. (Anonymous
+    permits cannot be tied to a connection: closing it would not give them
+    back.)"""
+    conn = wait.conn
     cid = getattr(conn._conn, "_hashlock_id", None)
-    if cid is None:  # the wait followed a MOVED to a connection not asked
-        conn.close()
-        return
-    try:
+    if cid is not None and not wait.finished():
         helper = Dedicated(conn.pool, conn.address)
         try:
-            reply = None
             for _ in range(100):
                 helper.call(["CLIENT", "UNBLOCK", cid], 5)
-                try:
-                    reply = conn.read(0.1)
+                if wait.finished(0.1):
                     break
-                except TimeoutError:
-                    continue
-            else:
-                conn.close()  # no answer at all: closing drops the waiter
-                return
             helper.give_back()
         except BaseException:
             helper.close()
-            raise
-        if reply is not None:
-            conn.call(["SEMAPHORE.RELEASE", name, "COUNT", int(reply)], 5)
-        conn.give_back()
-    except BaseException:
-        conn.close()
+    if not wait.finished(None if cid is not None else 0):
+        conn.close()  # no answer: closing drops the waiter
+        return
+    if wait._error is not None:
+        return
+    if wait._reply is not None:
+        try:
+            conn.call(["SEMAPHORE.RELEASE", name, "COUNT", int(wait._reply)], 5)
+        except BaseException:
+            conn.close()
+            return
+    conn.give_back()
 
 
 class Lease(Tenure):
