@@ -582,72 +582,93 @@ class Election:
 
 
 class Observer:
-    """See hashlock.Observer: an async iterator of LeaderChange."""
+    """See hashlock.Observer: an async iterator of LeaderChange; a task of
+    its own turns each event into changes as it arrives."""
 
     def __init__(self, election: Election) -> None:
         self._election = election
         self._events: "asyncio.Queue[str]" = asyncio.Queue()
-        self._pending: List[f.LeaderChange] = []
+        self._changes: "asyncio.Queue[Optional[f.LeaderChange]]" = asyncio.Queue()
         self._last: Optional[f.Leader] = None
         self._sub: Any = None
         self._hub: Any = None
         self._channel = b""
         self._closed = False
+        self._task: Optional[asyncio.Task] = None
 
     async def start(self) -> "Observer":
+        """Subscribes (EventsDisabled if the server does not deliver the
+        events); iterating starts it too."""
         if self._hub is not None:
             return self
         self._hub, self._channel = await hub_for(self._election._client, self._election.name)
         self._hub.refresh_flags()
         flags = await self._hub.flags()
         if flags is not None and not f.hears_lifecycle_events(flags):
+            self._hub = None
             raise EventsDisabled(f.events_disabled_message(flags))
         self._sub = await self._hub.subscribe(self._channel, self._events.put_nowait)
         self._events.put_nowait("(start)")
+        self._task = asyncio.ensure_future(self._run())
         return self
 
-    async def _advance(self, event: str) -> None:
+    async def _run(self) -> None:
+        try:
+            while True:
+                event = await self._events.get()
+                if self._closed:
+                    break
+                try:
+                    changes = await self._advance(event)
+                except Exception:
+                    await asyncio.sleep(0.1)
+                    self._events.put_nowait("(retry)")
+                    continue
+                for change in changes:
+                    self._changes.put_nowait(change)
+        finally:
+            self._changes.put_nowait(None)
+
+    async def _advance(self, event: str) -> List[f.LeaderChange]:
         if event == "":
             if not self._closed:
                 self._sub = await self._hub.subscribe(self._channel, self._events.put_nowait)
             event = "(resubscribed)"
         now = await self._election.leader()
         last = self._last
-        if now is not None and last is not None and now.term == last.term:
-            return
-        if now is None and last is None:
-            return
+        if now == last or (now is not None and last is not None and now.term == last.term):
+            return []
+        changes = []
         if last is not None:
-            self._pending.append(f.LeaderChange("vacant", None, event))
+            changes.append(f.LeaderChange("vacant", None, event))
         if now is not None:
-            self._pending.append(f.LeaderChange("elected", now, event))
+            changes.append(f.LeaderChange("elected", now, event))
         self._last = now
+        return changes
 
     async def next(self, timeout: Optional[float] = None) -> Optional[f.LeaderChange]:
         await self.start()
-        while not self._pending:
-            if self._closed:
-                return None
-            try:
-                event = await asyncio.wait_for(self._events.get(), timeout)
-            except asyncio.TimeoutError:
-                return None
-            if self._closed:
-                return None
-            await self._advance(event)
-        return self._pending.pop(0)
+        try:
+            return await asyncio.wait_for(self._changes.get(), timeout)
+        except asyncio.TimeoutError:
+            return None
 
     def __aiter__(self) -> AsyncIterator[f.LeaderChange]:
         return self._iterate()
 
     async def _iterate(self) -> AsyncIterator[f.LeaderChange]:
-        while True:
-            change = await self.next()
-            if change is None:
-                return
-            yield change
+        try:
+            while True:
+                change = await self.next()
+                if change is None:
+                    return
+                yield change
+        finally:
+            self.close()
 
     def close(self) -> None:
+        if self._closed:
+            return
         self._closed = True
         if self._sub is not None:
             self._sub.close()

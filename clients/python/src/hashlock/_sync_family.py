@@ -3,6 +3,7 @@ Semaphore (and its Lease), Latch, ReadWriteLock, MultiLock, Election."""
 
 import queue
 import threading
+import time
 import uuid
 from typing import Any, Callable, Iterator, List, Optional, Sequence
 
@@ -695,14 +696,17 @@ class Election:
 class Observer:
     """Changes of leader in the order they happened (LeaderChange): each new
     leader ('elected', with its term: terms only grow) and each end of a
-    leadership ('vacant'). Changes closer together than the observer's
-    round trip to the server may be reported as one (the terms show it).
-    close() (or leaving a `with` block) stops it."""
+    leadership ('vacant'). A thread of its own turns each event into changes
+    as it arrives (LOCK.INFO tells who leads then); changes closer together
+    than that round trip may be reported as one (the terms show it).
+    Iterate it, or give observe() a callback. close() (or leaving a `with`
+    block) stops it."""
 
     def __init__(self, election: Election, callback: Optional[Callable[[f.LeaderChange], Any]]) -> None:
         self._election = election
         self._events: "queue.Queue[str]" = queue.Queue()
-        self._pending: List[f.LeaderChange] = []
+        self._changes: "queue.Queue[Optional[f.LeaderChange]]" = queue.Queue()
+        self._callback = callback
         self._last: Optional[f.Leader] = None
         self._closed = False
         self._hub, self._channel = _events.hub_for(election._client, election.name)
@@ -712,19 +716,33 @@ class Observer:
             raise EventsDisabled(f.events_disabled_message(flags))
         self._sub = self._hub.subscribe(self._channel, self._events.put)
         self._events.put("(start)")
-        self._thread: Optional[threading.Thread] = None
-        if callback is not None:
-            self._thread = threading.Thread(target=self._run, args=(callback,), name="hashlock-observer", daemon=True)
-            self._thread.start()
+        self._thread = threading.Thread(target=self._run, name="hashlock-observer", daemon=True)
+        self._thread.start()
 
-    def _run(self, callback: Callable[[f.LeaderChange], Any]) -> None:
-        for change in self:
+    def _run(self) -> None:
+        while True:
+            event = self._events.get()
+            if self._closed:
+                break
             try:
-                callback(change)
+                changes = self._advance(event)
             except Exception:
-                pass
+                # The server could not be asked: try again with the next event
+                # (or, if none comes, in a moment).
+                time.sleep(0.1)
+                self._events.put("(retry)")
+                continue
+            for change in changes:
+                if self._callback is not None:
+                    try:
+                        self._callback(change)
+                    except Exception:
+                        pass
+                else:
+                    self._changes.put(change)
+        self._changes.put(None)
 
-    def _advance(self, event: str) -> None:
+    def _advance(self, event: str) -> List[f.LeaderChange]:
         if event == "":
             # The subscriber connection ended: subscribe again, then look.
             if not self._closed:
@@ -732,30 +750,23 @@ class Observer:
             event = "(resubscribed)"
         now = self._election.leader()
         last = self._last
-        if now is not None and last is not None and now.term == last.term:
-            return
-        if now is None and last is None:
-            return
+        if now == last or (now is not None and last is not None and now.term == last.term):
+            return []
+        changes = []
         if last is not None:
-            self._pending.append(f.LeaderChange("vacant", None, event))
+            changes.append(f.LeaderChange("vacant", None, event))
         if now is not None:
-            self._pending.append(f.LeaderChange("elected", now, event))
+            changes.append(f.LeaderChange("elected", now, event))
         self._last = now
+        return changes
 
     def next(self, timeout: Optional[float] = None) -> Optional[f.LeaderChange]:
         """The next change, waiting up to `timeout` seconds (None: as long
         as it takes); None on timeout or once closed."""
-        while not self._pending:
-            if self._closed:
-                return None
-            try:
-                event = self._events.get(timeout=timeout)
-            except queue.Empty:
-                return None
-            if self._closed:
-                return None
-            self._advance(event)
-        return self._pending.pop(0)
+        try:
+            return self._changes.get(timeout=timeout)
+        except queue.Empty:
+            return None
 
     def __iter__(self) -> Iterator[f.LeaderChange]:
         while True:
