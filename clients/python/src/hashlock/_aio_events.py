@@ -8,7 +8,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from redis.exceptions import ResponseError
 
 from . import _family as f
-from ._aio import ConnectionPool, pool_for
+from ._aio import ConnectionPool, Dedicated, pool_for
 from ._connection import Address
 from ._events import db_of
 
@@ -38,17 +38,16 @@ class Hub:
 
     async def flags(self) -> Optional[str]:
         if self._flags is None:
-            conn = await self._pool.take(self._address)
+            conn = Dedicated(self._pool, self._address)
             try:
-                await conn.send_command("CONFIG", "GET", "notify-keyspace-events")
-                reply = await conn.read_response()
+                reply = await conn.call(["CONFIG", "GET", "notify-keyspace-events"], 5.0)
             except ResponseError:
-                self._pool.give_back(conn, self._address)
+                conn.give_back()
                 return None
             except BaseException:
-                self._pool.discard(conn)
+                conn.abort()
                 raise
-            self._pool.give_back(conn, self._address)
+            conn.give_back()
             values = list(reply.values()) if isinstance(reply, dict) else list(reply)[1::2]
             if not values:
                 return None

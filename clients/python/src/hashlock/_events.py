@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from redis.exceptions import ConnectionError, ResponseError
 
 from . import _family as f
-from ._connection import Address, ConnectionPool, pool_for
+from ._connection import Address, ConnectionPool, Dedicated, pool_for
 
 Callback = Callable[[str], None]
 
@@ -80,17 +80,16 @@ class Hub:
     def flags(self) -> Optional[str]:
         """The node's notify-keyspace-events (None: CONFIG GET refused)."""
         if self._flags is None:
-            conn = self._pool.take(self._address)
+            conn = Dedicated(self._pool, self._address)
             try:
-                conn.send_command("CONFIG", "GET", "notify-keyspace-events")
-                reply = conn.read_response()
+                reply = conn.call(["CONFIG", "GET", "notify-keyspace-events"], 5.0)
             except ResponseError:
-                self._pool.give_back(conn, self._address)
+                conn.give_back()
                 return None
             except BaseException:
-                self._pool.discard(conn)
+                conn.close()
                 raise
-            self._pool.give_back(conn, self._address)
+            conn.give_back()
             if isinstance(reply, dict):
                 values = list(reply.values())
             else:
