@@ -408,7 +408,7 @@ def test_rwlock_interrupted_waits_are_never_granted(r, key, keepalive):
     reader = hashlock.ReadWriteLock(r, key, keepalive=keepalive)
     writer = hashlock.ReadWriteLock(r, key, keepalive=keepalive)
     abandoned = 0
-    for trial in range(TRIALS // 2):
+    for trial in range(TRIALS):
         hold = reader.read()
         got = abandon_race(r, key, lambda: writer.write(timeout=30), hold.release)
         if got is None:

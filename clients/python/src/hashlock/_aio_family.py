@@ -177,6 +177,9 @@ class Lease(Tenure):
     def _held(self) -> bool:
         return bool(self.ids)
 
+    def _undo_cmds(self, got: Any) -> List[List[Any]]:
+        return [["SEMAPHORE.RETURN", self._key, *got]]
+
     def _forget(self) -> None:
         self.ids = []
 
@@ -341,6 +344,9 @@ class ReadWriteLock(Tenure):
     def _held(self) -> bool:
         return self._reads + self._writes > 0
 
+    def _undo_cmds(self, got: Any) -> List[List[Any]]:
+        return [["RWLOCK.RELEASE", self.name, self.owner, self._asked]]
+
     def _only_hold(self) -> bool:
         return self._reads + self._writes == 1
 
@@ -378,6 +384,7 @@ class ReadWriteLock(Tenure):
                     raise lost
             else:
                 args = f.rw_acquire_args(self.name, self.owner, mode, self.lease_ms, True, token, block, self.replicas)
+                self._asked = mode
                 got = await self._wait(args, block, lambda reply: None if reply is None else p.parse_acquire(reply, token))
                 if got is None:
                     return None
@@ -459,6 +466,9 @@ class MultiLock(Tenure):
 
     def _held(self) -> bool:
         return self._holds > 0
+
+    def _undo_cmds(self, got: Any) -> List[List[Any]]:
+        return [f.mrelease_args(self.names, self.owner)]
 
     def _forget(self) -> None:
         self._holds = 0

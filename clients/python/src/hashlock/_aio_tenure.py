@@ -3,6 +3,7 @@
 cancelled wait aborts its connection: the server drops the waiter, and a
 grant on its way (tied with KEEPALIVE) goes with it."""
 
+import asyncio
 from typing import Any, Callable, List, Optional
 
 from redis.exceptions import ConnectionError, ResponseError, TimeoutError
@@ -47,6 +48,16 @@ class Tenure:
     def _held(self) -> bool:
         raise NotImplementedError
 
+    def _undo_cmds(self, got: Any) -> List[List[Any]]:
+        raise NotImplementedError
+
+    async def _undo(self, cmds: List[List[Any]]) -> None:
+        for cmd in cmds:
+            try:
+                await self._client.execute_command(*cmd)
+            except Exception:
+                pass
+
     def _forget(self) -> None:
         raise NotImplementedError
 
@@ -70,11 +81,21 @@ class Tenure:
         try:
             got = parse(await translated(conn.call(args, p.socket_timeout(block, self.replicas, conn.default_timeout))))
             if got is not None and not self.keepalive:
-                for cmd in self._renew_cmds(False):
-                    untied = await translated(conn.call(cmd, p.socket_timeout(None, None, conn.default_timeout)))
-                    if not int(untied):
-                        conn.give_back()
-                        raise self._lost_error("gone before the acquisition completed")
+                try:
+                    for cmd in self._renew_cmds(False):
+                        untied = await translated(conn.call(cmd, p.socket_timeout(None, None, conn.default_timeout)))
+                        if not int(untied):
+                            conn.give_back()
+                            raise self._lost_error("gone before the acquisition completed")
+                except (ResponseError, LockLost):
+                    raise
+                except BaseException:
+                    # Cancelled while untying: the server may have untied it
+                    # already; give the grant back explicitly, before this
+                    # object can acquire again (shielded: a second
+                    # cancellation does not stop it).
+                    await asyncio.shield(self._undo(self._undo_cmds(got)))
+                    raise
         except ResponseError:
             conn.give_back()
             raise

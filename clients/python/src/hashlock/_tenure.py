@@ -72,6 +72,17 @@ class Tenure:
     def _held(self) -> bool:
         raise NotImplementedError
 
+    def _undo_cmds(self, got: Any) -> List[List[Any]]:
+        """Commands that give back a fresh grant (`got`: what _wait's parse gave)."""
+        raise NotImplementedError
+
+    def _undo(self, cmds: List[List[Any]]) -> None:
+        for cmd in cmds:
+            try:
+                self._client.execute_command(*cmd)
+            except Exception:
+                pass
+
     def _forget(self) -> None:
         """Back to holding nothing (the counts)."""
         raise NotImplementedError
@@ -105,11 +116,22 @@ class Tenure:
         try:
             got = parse(translated(conn.call, args, p.socket_timeout(block, self.replicas, conn.default_timeout)))
             if got is not None and not self.keepalive:
-                for cmd in self._renew_cmds(False):
-                    untied = translated(conn.call, cmd, p.socket_timeout(None, None, conn.default_timeout))
-                    if not int(untied):
-                        conn.give_back()
-                        raise self._lost_error("gone before the acquisition completed")
+                try:
+                    for cmd in self._renew_cmds(False):
+                        untied = translated(conn.call, cmd, p.socket_timeout(None, None, conn.default_timeout))
+                        if not int(untied):
+                            conn.give_back()
+                            raise self._lost_error("gone before the acquisition completed")
+                except (ResponseError, LockLost):
+                    raise
+                except BaseException:
+                    # Interrupted while untying: the server may have untied it
+                    # already, so closing the connection may not give the
+                    # grant back: give it back explicitly, before this object
+                    # can acquire again (a later release by owner must not
+                    # meet a newer hold).
+                    self._undo(self._undo_cmds(got))
+                    raise
         except ResponseError:
             conn.give_back()  # an error reply changed nothing
             raise
