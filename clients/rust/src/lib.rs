@@ -12,6 +12,10 @@
 #[cfg(feature = "tokio")]
 pub mod aio;
 pub mod error;
+pub mod family;
+mod family_sync;
+#[cfg(feature = "tokio")]
+mod family_tokio;
 pub mod net;
 pub mod pool;
 pub mod protocol;
@@ -22,6 +26,7 @@ pub mod tokio;
 pub mod watch;
 
 pub use error::{Error, Result};
+pub use family::{Mode, RwLockInfo, SemaphoreInfo};
 pub use protocol::{DEFAULT_LEASE, LockInfo, Options};
 pub use target::Target;
 
