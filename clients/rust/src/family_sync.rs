@@ -24,13 +24,13 @@ use crate::protocol::{self as p, Options, Wait};
 use crate::target::Target;
 use crate::watch::{Watched, monitor};
 
-fn owner_of(opts: &Options) -> String {
+pub(crate) fn owner_of(opts: &Options) -> String {
     opts.owner
         .clone()
         .unwrap_or_else(|| uuid::Uuid::new_v4().to_string())
 }
 
-fn ended_without(what: &str) -> Error {
+pub(crate) fn ended_without(what: &str) -> Error {
     Error::Redis(redis::RedisError::from((
         redis::ErrorKind::UnexpectedReturnType,
         "the server ended the wait without granting it (BLOCK 0 answered nil, e.g. CLIENT UNBLOCK)",
@@ -444,7 +444,7 @@ impl Semaphore {
 }
 
 pub(crate) struct LeaseKind {
-    name: String,
+    pub(crate) name: String,
 }
 
 impl Kind for LeaseKind {
@@ -602,25 +602,25 @@ impl Latch {
 // -- read-write locks -------------------------------------------------------
 
 pub(crate) struct RwKind {
-    name: String,
-    owner: String,
+    pub(crate) name: String,
+    pub(crate) owner: String,
 }
 
 #[derive(Default, Clone, Copy)]
 pub(crate) struct RwHolds {
-    reads: u64,
-    writes: u64,
+    pub(crate) reads: u64,
+    pub(crate) writes: u64,
 }
 
 impl RwHolds {
-    fn of(&self, mode: Mode) -> u64 {
+    pub(crate) fn of(&self, mode: Mode) -> u64 {
         match mode {
             Mode::Read => self.reads,
             Mode::Write => self.writes,
         }
     }
 
-    fn set(&mut self, mode: Mode, n: u64) {
+    pub(crate) fn set(&mut self, mode: Mode, n: u64) {
         match mode {
             Mode::Read => self.reads = n,
             Mode::Write => self.writes = n,
@@ -880,8 +880,8 @@ impl Drop for WriteGuard {
 // -- multi-key locks --------------------------------------------------------
 
 pub(crate) struct MultiKind {
-    names: Vec<String>,
-    owner: String,
+    pub(crate) names: Vec<String>,
+    pub(crate) owner: String,
 }
 
 impl Kind for MultiKind {

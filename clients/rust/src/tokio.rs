@@ -27,6 +27,11 @@ use crate::error::{Error, Result};
 use crate::protocol::{self as p, LockInfo, Options, Wait};
 use crate::target::Target;
 
+pub use crate::family_tokio::{
+    AcquiredRead, AcquiredWrite, Latch, Lease, MultiGuard, MultiLock, ReadGuard, ReadWriteLock,
+    Semaphore, WriteGuard,
+};
+
 /// What [`Lock::try_acquire`] and [`Lock::acquire_timeout`] give.
 pub type Acquired = crate::Acquired<LockGuard>;
 
