@@ -11,6 +11,7 @@
 
 #[cfg(feature = "tokio")]
 pub mod aio;
+mod election;
 pub mod error;
 pub mod family;
 mod family_sync;
@@ -25,6 +26,7 @@ pub mod target;
 pub mod tokio;
 pub mod watch;
 
+pub use election::Leader;
 pub use error::{Error, Result};
 pub use family::{Mode, RwLockInfo, SemaphoreInfo};
 pub use protocol::{DEFAULT_LEASE, LockInfo, Options};
