@@ -11,8 +11,8 @@ use common::*;
 use hashlock_client::Acquired;
 use hashlock_client::tokio::{Latch, Lock, MultiLock, ReadWriteLock, Semaphore};
 
-/// Trials per race and server.
-const TRIALS: usize = 40;
+/// Trials per race and server (a third of each kind of race).
+const TRIALS: usize = 60;
 
 fn sem_info(a: &mut redis::Connection, k: &str) -> Option<hashlock_client::SemaphoreInfo> {
     let v: redis::Value = redis::cmd("SEMAPHORE.INFO").arg(k).query(a).unwrap();
@@ -47,8 +47,9 @@ async fn until_queued(a: &mut redis::Connection, k: &str) {
     );
 }
 
-/// Abandons `waiting` in the instant of `release`: before it (even
-/// trials) or while it is on its way (odd ones).
+/// Abandons `waiting` in the instant of `release`: before it, while it is
+/// on its way, or a staggered moment (0 to 1 ms) after it (the grant, and
+/// without keepalive its untie, under way).
 async fn abandon_racing<T, R>(
     trial: usize,
     waiting: tokio::task::JoinHandle<T>,
@@ -58,13 +59,24 @@ where
     T: Send + 'static,
     R: Send + 'static,
 {
-    if trial % 2 == 0 {
-        waiting.abort();
-        release.await;
-    } else {
-        let releasing = tokio::spawn(release);
-        waiting.abort();
-        releasing.await.unwrap();
+    match trial % 3 {
+        0 => {
+            waiting.abort();
+            release.await;
+        }
+        1 => {
+            let releasing = tokio::spawn(release);
+            waiting.abort();
+            releasing.await.unwrap();
+        }
+        _ => {
+            release.await;
+            let until = Instant::now() + Duration::from_micros(20 * (trial as u64 % 50));
+            while Instant::now() < until {
+                std::hint::spin_loop();
+            }
+            waiting.abort();
+        }
     }
     waiting.await.ok()
 }
