@@ -156,6 +156,9 @@ class Lock(LockBase):
         except LockLost as lost:
             # NOTOWNER leaves the connection clean; a failed one is closed.
             self._stop(lost, close=not isinstance(lost.__cause__, ResponseError))
+            # This raise reports the loss, also if the watch found it while
+            # this release waited for the watch's mutex.
+            self._unacknowledged = None
             raise
         self._holds = left
         if left == 0:

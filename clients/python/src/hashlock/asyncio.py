@@ -124,6 +124,7 @@ class Lock(LockBase):
             left = int(await (self._on_tied(args) if tied else self._execute(args)))
         except LockLost as lost:
             self._stop(lost, close=not isinstance(lost.__cause__, ResponseError))
+            self._unacknowledged = None  # reported by this raise (see hashlock.Lock)
             raise
         self._holds = left
         if left == 0:
