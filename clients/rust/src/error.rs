@@ -29,6 +29,10 @@ pub enum Error {
     /// The keys (or a key and what it derives) hash to different cluster
     /// slots (CROSSSLOT): nothing changed.
     CrossSlot(String),
+    /// The server's `notify-keyspace-events` does not deliver the module's
+    /// lifecycle events an Election observer listens to (it needs `K` and
+    /// `d`).
+    EventsDisabled(String),
     /// The server does not know LOCK.*: the hashlock module is not loaded
     /// there.
     ModuleNotLoaded(String),
@@ -85,6 +89,7 @@ impl fmt::Display for Error {
             | Error::NotSemaphore(m)
             | Error::NotLatch(m)
             | Error::CrossSlot(m)
+            | Error::EventsDisabled(m)
             | Error::ModuleNotLoaded(m) => f.write_str(m),
             Error::Redis(e) => e.fmt(f),
         }

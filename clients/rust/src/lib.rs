@@ -26,7 +26,7 @@ pub mod target;
 pub mod tokio;
 pub mod watch;
 
-pub use election::Leader;
+pub use election::{Leader, LeaderChange};
 pub use error::{Error, Result};
 pub use family::{Mode, RwLockInfo, SemaphoreInfo};
 pub use protocol::{DEFAULT_LEASE, LockInfo, Options};

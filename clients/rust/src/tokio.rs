@@ -30,7 +30,7 @@ use crate::error::{Error, Result};
 use crate::protocol::{self as p, LockInfo, Options, Wait};
 use crate::target::Target;
 
-pub use crate::election::tokio::Election;
+pub use crate::election::tokio::{Election, Observer};
 pub use crate::family_tokio::{
     AcquiredRead, AcquiredWrite, Latch, Lease, MultiGuard, MultiLock, ReadGuard, ReadWriteLock,
     Semaphore, WriteGuard,

@@ -36,8 +36,14 @@ fn sync_election_takeovers() {
         let (mut leader, mut other) = (&x, &y);
         for round in 0..ROUNDS {
             std::thread::scope(|scope| {
-                let waiting = scope.spawn(|| other.campaign_timeout(WAIT).unwrap());
-                assert!(wait_until(WAIT, || waiters(&mut a, &k) == 1), "{kind}");
+                let waiting = scope.spawn(|| other.campaign_timeout(WAIT));
+                if !wait_until(WAIT, || waiters(&mut a, &k) == 1) {
+                    panic!(
+                        "{kind}: not queued: {:?} {:?}",
+                        waiting.join().unwrap(),
+                        info(&mut a, &k)
+                    );
+                }
                 if round % 2 == 0 {
                     let _: i64 = redis::cmd("LOCK.FORCERELEASE")
                         .arg(&k)
@@ -52,7 +58,7 @@ fn sync_election_takeovers() {
                     leader.resign().unwrap();
                     assert!(!leader.is_leader());
                 }
-                let won = waiting.join().unwrap().expect("elected");
+                let won = waiting.join().unwrap().unwrap().expect("elected");
                 assert!(won > term, "{kind}: terms grow ({won} after {term})");
                 term = won;
             });
@@ -103,5 +109,117 @@ async fn tokio_election() {
         assert!(x.campaign().await.unwrap() > t2, "{kind}: a new term");
         x.resign().await.unwrap();
         assert_eq!(info(&mut a, &k), None);
+    }
+}
+
+fn set_events(a: &mut redis::Connection, flags: &str) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("notify-keyspace-events")
+        .arg(flags)
+        .query(a)
+        .unwrap();
+}
+
+/// An observer sees every leader in order, from lifecycle events: the
+/// current one first, then a vacancy and the new leader at each takeover
+/// (terms only grow); EventsDisabled at once without the events.
+#[test]
+fn sync_election_observer() {
+    use hashlock_client::{Leader, LeaderChange};
+    for kind in KINDS {
+        let s = Server::start(kind);
+        let mut a = admin(&s);
+        let k = key("observed");
+        let lease = Duration::from_millis(600);
+        let x = sync::Election::new(client(&s), &k, Options::default().lease(lease));
+        let y = sync::Election::new(client(&s), &k, Options::default().lease(lease));
+        set_events(&mut a, "");
+        assert!(
+            matches!(x.observe(), Err(Error::EventsDisabled(_))),
+            "{kind}"
+        );
+        set_events(&mut a, "Kd");
+        let mut term = x.campaign().unwrap();
+        let obs = y.observe().unwrap();
+        let next = || obs.next_timeout(WAIT).expect("a change");
+        let elected = |e: &sync::Election, term| {
+            LeaderChange::Elected(Leader {
+                owner: e.owner().to_string(),
+                term,
+            })
+        };
+        assert_eq!(
+            next(),
+            elected(&x, term),
+            "{kind}: the current leader first"
+        );
+        let (mut leader, mut other) = (&x, &y);
+        for round in 0..10 {
+            std::thread::scope(|scope| {
+                let waiting = scope.spawn(|| other.campaign_timeout(WAIT));
+                if !wait_until(WAIT, || waiters(&mut a, &k) == 1) {
+                    panic!(
+                        "{kind}: not queued: {:?} {:?}",
+                        waiting.join().unwrap(),
+                        info(&mut a, &k)
+                    );
+                }
+                if round % 2 == 0 {
+                    let _: i64 = redis::cmd("LOCK.FORCERELEASE")
+                        .arg(&k)
+                        .query(&mut a)
+                        .unwrap();
+                } else {
+                    leader.resign().unwrap();
+                }
+                term = waiting.join().unwrap().unwrap().expect("elected");
+            });
+            assert_eq!(next(), LeaderChange::Vacant, "{kind} round {round}");
+            assert_eq!(next(), elected(other, term), "{kind} round {round}");
+            std::mem::swap(&mut leader, &mut other);
+        }
+        leader.resign().unwrap();
+        assert_eq!(next(), LeaderChange::Vacant, "{kind}");
+        assert_eq!(
+            obs.next_timeout(Duration::from_millis(300)),
+            None,
+            "{kind}: nothing more"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokio_election_observer() {
+    use hashlock_client::LeaderChange;
+    for kind in KINDS {
+        let s = Server::start(kind);
+        let mut a = admin(&s);
+        set_events(&mut a, "Kd");
+        let k = key("tobserved");
+        let x = tk::Election::new(client(&s), &k, Options::default());
+        let mut obs = x.observe().await.unwrap();
+        let t1 = x.campaign().await.unwrap();
+        let change = tokio::time::timeout(WAIT, obs.next())
+            .await
+            .unwrap()
+            .unwrap();
+        match change {
+            LeaderChange::Elected(l) => assert_eq!((l.owner.as_str(), l.term), (x.owner(), t1)),
+            other => panic!("{kind}: {other:?}"),
+        }
+        let _: i64 = redis::cmd("LOCK.FORCERELEASE")
+            .arg(&k)
+            .query(&mut a)
+            .unwrap();
+        let change = tokio::time::timeout(WAIT, obs.next())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            change,
+            LeaderChange::Vacant,
+            "{kind}: at once, from the event"
+        );
     }
 }
