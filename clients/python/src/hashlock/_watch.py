@@ -165,7 +165,10 @@ class Monitor:
                     w.poked = False
                     w.due = now + w.interval if w.interval else None
                     w.checking = True
-                    self._checks.submit(self._check, w)
+                    try:
+                        self._checks.submit(self._check, w)
+                    except RuntimeError:
+                        return  # the interpreter is exiting: no checks any more
 
     def _check(self, w: Watch) -> None:
         try:
