@@ -35,6 +35,16 @@ export interface Connection {
   readonly open: boolean;
 }
 
+/** A subscriber connection of the library's own (pub/sub). */
+export interface Subscriber {
+  /** Subscribes; resolves once the server confirmed it. `cb(message)` for every message on `channel`. */
+  subscribe(channel: string, cb: (message: string) => void): Promise<void>;
+  unsubscribe(channel: string): Promise<void>;
+  close(): void;
+  /** `cb` is called once if the connection ends other than by close(). */
+  onEnd(cb: ((why: Error) => void) | undefined): void;
+}
+
 export interface Adapter {
   /** A command on the user's client (in a cluster: routed by its key, args[1]). */
   call(args: Arg[]): Promise<unknown>;
@@ -42,6 +52,10 @@ export interface Adapter {
   connect(address?: Address, key?: string): Promise<Connection>;
   /** The node serving `key` (undefined: the client's own server). */
   nodeFor?(key: string): Address | undefined;
+  /** A subscriber connection to the node serving `key` (lifecycle events). */
+  subscriber?(key: string): Promise<Subscriber>;
+  /** The database the client uses (keyspace channels name it). */
+  database?(): number;
 }
 
 /** What Lock accepts: a node-redis client or cluster, an ioredis client or cluster, or an Adapter. */
@@ -167,10 +181,88 @@ async function nodeRedisConnection(template: NodeRedisLike, address?: Address): 
   };
 }
 
+/** A node-redis subscriber of the library's own, duplicated from `template`. */
+async function nodeRedisSubscriber(template: NodeRedisLike, address?: Address): Promise<Subscriber> {
+  const socket = { ...(template.options?.socket ?? {}), reconnectStrategy: false, socketTimeout: undefined };
+  const overrides: Record<string, unknown> = { socket, commandOptions: undefined, pingInterval: undefined };
+  if (address) {
+    Object.assign(socket, { host: address.host, port: address.port });
+    overrides.url = undefined;
+  }
+  const conn = template.duplicate(overrides) as NodeRedisLike & {
+    subscribe(channel: string, listener: (message: string, channel: string) => void): Promise<void>;
+    unsubscribe(channel: string): Promise<void>;
+  };
+  const ending = new Ending();
+  conn.on('error', ending.fire);
+  conn.on('end', () => ending.fire(new Error('connection closed')));
+  await conn.connect();
+  conn.unref?.();
+  return {
+    subscribe: (channel, cb) => conn.subscribe(channel, (message) => cb(String(message))),
+    unsubscribe: (channel) => conn.unsubscribe(channel),
+    close() {
+      ending.closing();
+      if (conn.destroy) conn.destroy();
+      else void conn.disconnect?.().catch(() => {});
+    },
+    onEnd: (cb) => ending.on(cb),
+  };
+}
+
+/** An ioredis subscriber of the library's own, duplicated from `template`. */
+async function ioredisSubscriber(template: IoredisLike, address?: Address): Promise<Subscriber> {
+  const conn = template.duplicate({
+    ...(address ? { host: address.host, port: address.port } : {}),
+    lazyConnect: true,
+    commandTimeout: undefined,
+    socketTimeout: undefined,
+    retryStrategy: () => null,
+    reconnectOnError: () => false,
+    autoResendUnfulfilledCommands: false,
+    autoResubscribe: false,
+    maxRetriesPerRequest: 0,
+    enableOfflineQueue: false,
+    protocol: 2,
+  } as object) as IoredisLike & { subscribe(c: string): Promise<unknown>; unsubscribe(c: string): Promise<unknown> };
+  const ending = new Ending();
+  const listeners = new Map<string, (m: string) => void>();
+  conn.on('message', (channel: unknown, message: unknown) => listeners.get(String(channel))?.(String(message)));
+  conn.on('error', ending.fire);
+  conn.on('close', () => ending.fire(new Error('connection closed')));
+  conn.on('end', () => ending.fire(new Error('connection closed')));
+  await conn.connect();
+  conn.stream?.unref?.();
+  return {
+    async subscribe(channel, cb) {
+      listeners.set(channel, cb);
+      await conn.subscribe(channel);
+    },
+    async unsubscribe(channel) {
+      listeners.delete(channel);
+      await conn.unsubscribe(channel);
+    },
+    close() {
+      ending.closing();
+      conn.disconnect(false);
+    },
+    onEnd: (cb) => ending.on(cb),
+  };
+}
+
+function nodeRedisDatabase(c: NodeRedisLike): number {
+  const o = c.options as { database?: number; url?: string } | undefined;
+  if (o?.database !== undefined) return Number(o.database);
+  const m = o?.url ? /^rediss?:\/\/[^/]*\/(\d+)/.exec(o.url) : null;
+  return m ? Number(m[1]) : 0;
+}
+
 export function fromNodeRedis(client: NodeRedisLike): Adapter {
   return {
     call: (args) => client.sendCommand(args, EXACT_NUMBERS),
     connect: (address) => nodeRedisConnection(client, address),
+    subscriber: () => nodeRedisSubscriber(client),
+    database: () => nodeRedisDatabase(client),
   };
 }
 
@@ -192,6 +284,11 @@ export function fromNodeRedisCluster(cluster: NodeRedisClusterLike): Adapter {
       const master = cluster.slots[keySlot(key)]?.master;
       return master ? { host: master.host, port: master.port } : undefined;
     },
+    async subscriber(key) {
+      const t = await template(undefined, key);
+      return nodeRedisSubscriber(t, nodeRedisAddress(t));
+    },
+    database: () => 0,
   };
 }
 
@@ -238,6 +335,8 @@ export function fromIoredis(client: IoredisLike): Adapter {
   return {
     call: ([command, ...args]) => client.call(String(command), ...args),
     connect: (address) => ioredisConnection(client, address),
+    subscriber: () => ioredisSubscriber(client),
+    database: () => Number((client.options as { db?: number } | undefined)?.db ?? 0),
   };
 }
 
@@ -254,5 +353,11 @@ export function fromIoredisCluster(cluster: IoredisClusterLike): Adapter {
       return ioredisConnection(template, address ?? (key === undefined ? undefined : nodeFor(key)));
     },
     nodeFor,
+    async subscriber(key) {
+      const template = cluster.nodes('master')[0];
+      if (!template) throw new Error('hashlock: the ioredis cluster has no master node yet (is it connected?)');
+      return ioredisSubscriber(template, nodeFor(key));
+    },
+    database: () => 0,
   };
 }

@@ -23,20 +23,38 @@ export class WrongTypeError extends HashlockError {}
 export class NoReplicasError extends HashlockError {}
 /** The server does not know LOCK.*: the hashlock module is not loaded there. */
 export class ModuleNotLoadedError extends HashlockError {}
-/** withLock / hold with timeoutMs: the wait ended without the lock. */
+/** withLock / hold with timeoutMs (or a lease, a read or write hold, a campaign): the wait ended without it. */
 export class LockTimeoutError extends HashlockError {}
+/** ReadWriteLock: WRITE asked by an owner holding READ only (NOUPGRADE): an upgrade would deadlock; release READ first. Nothing changed. */
+export class NoUpgradeError extends HashlockError {}
+/** The key holds a string that is not a permit count (NOTSEMAPHORE). */
+export class NotSemaphoreError extends HashlockError {}
+/** The key holds a string that is not a latch count (NOTLATCH). */
+export class NotLatchError extends HashlockError {}
+/** Cluster: the keys (or a key and one derived from it) are in different slots (CROSSSLOT): give a MultiLock's names one hash tag. */
+export class CrossSlotError extends HashlockError {}
+/**
+ * The server's notify-keyspace-events cannot deliver the module's lifecycle
+ * events (it needs K and d): an Election observer would never hear of a
+ * change. `CONFIG SET notify-keyspace-events Kd`.
+ */
+export class EventsDisabledError extends HashlockError {}
 
 const BY_CODE: Record<string, new (m: string, o?: { cause?: unknown }) => HashlockError> = {
   NOTOWNER: LockLostError,
   NOTLOCK: NotLockError,
   WRONGTYPE: WrongTypeError,
   NOREPLICAS: NoReplicasError,
+  NOUPGRADE: NoUpgradeError,
+  NOTSEMAPHORE: NotSemaphoreError,
+  NOTLATCH: NotLatchError,
+  CROSSSLOT: CrossSlotError,
 };
 
 /** The typed error for a server error reply (node-redis ErrorReply, ioredis ReplyError), or the error itself. */
 export function translate(err: unknown): unknown {
   if (!(err instanceof Error) || err instanceof HashlockError) return err;
-  if (/^(ERR )?unknown command 'LOCK\./i.test(err.message)) {
+  if (/^(ERR )?unknown command '(LOCK|SEMAPHORE|LATCH|RWLOCK)\./i.test(err.message)) {
     return new ModuleNotLoadedError(`the hashlock module is not loaded on this server (${err.message.trim()})`, { cause: err });
   }
   const cls = BY_CODE[err.message.split(' ', 1)[0]];

@@ -1,5 +1,28 @@
 export { Lock, type AcquireOptions, type Held, type LockOptions } from './lock';
 export {
+  Election,
+  Latch,
+  Lease,
+  MultiLock,
+  Observer,
+  ReadHold,
+  ReadWriteLock,
+  Semaphore,
+  WriteHold,
+  type ElectionOptions,
+  type Leader,
+  type LeaderChange,
+  type RWLockInfo,
+  type SemaphoreInfo,
+} from './family';
+export { type TenureOptions, type WaitOptions } from './tenure';
+export { hearsLifecycleEvents } from './events';
+export {
+  CrossSlotError,
+  EventsDisabledError,
+  NoUpgradeError,
+  NotLatchError,
+  NotSemaphoreError,
   HashlockError,
   LockLostError,
   LockTimeoutError,

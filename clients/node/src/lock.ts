@@ -16,6 +16,7 @@ import {
   type LockInfo,
   type Settings,
 } from './protocol';
+import { Follower, QUIET } from './events';
 import { Watch } from './watch';
 
 export interface LockOptions {
@@ -99,6 +100,7 @@ export class Lock implements AsyncDisposable {
   private count = 0;
   private tied?: Dedicated;
   private watch?: Watch;
+  private events?: Follower;
   private controller = new AbortController();
 
   constructor(client: Client, name: string, options: LockOptions = {}) {
@@ -327,6 +329,10 @@ export class Lock implements AsyncDisposable {
     });
     this.watch = watch;
     this.tied?.onEnd((why) => watch.connectionEnded(why));
+    // Lifecycle events on the key: an ending event runs the check at once.
+    this.events = new Follower(this.pool, this.name, (event) => {
+      if (!QUIET.has(event)) watch.poke();
+    });
   }
 
   /** The periodic check: keepalive re-ties and checks on the tied connection, the watchdog renews. */
@@ -354,6 +360,8 @@ export class Lock implements AsyncDisposable {
     this.count = 0;
     this.watch?.stop();
     this.watch = undefined;
+    this.events?.close();
+    this.events = undefined;
     const tied = this.tied;
     this.tied = undefined;
     if (!tied) return;

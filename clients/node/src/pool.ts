@@ -28,6 +28,8 @@ export class ConnectionPool {
   private readonly idle = new Map<string, Connection[]>();
   /** Connections this pool opened (the benchmark's "new connections per 1000 acquisitions"). */
   opened = 0;
+  /** Run by closeIdleConnections (the event subscribers close). */
+  readonly onClose: (() => void)[] = [];
 
   constructor(
     readonly adapter: Adapter,
@@ -70,6 +72,7 @@ export class ConnectionPool {
 }
 
 const POOLS = new WeakMap<object, ConnectionPool>();
+const CLIENT_IDS = new WeakMap<Connection, number>();
 
 /** The library's pool for `client` (one per user client, made on first use). */
 export function poolFor(client: Client, adapter: Adapter): ConnectionPool {
@@ -78,9 +81,12 @@ export function poolFor(client: Client, adapter: Adapter): ConnectionPool {
   return pool;
 }
 
-/** Closes the idle connections the library keeps for `client` (held locks keep theirs). */
+/** Closes the idle connections the library keeps for `client` (held locks keep theirs), and its event subscribers. */
 export function closeIdleConnections(client: Client): void {
-  POOLS.get(client)?.close();
+  const pool = POOLS.get(client);
+  if (!pool) return;
+  pool.close();
+  for (const cb of pool.onClose) cb();
 }
 
 function redirection(e: unknown): { ask: boolean; address: Address } | undefined {
@@ -96,7 +102,7 @@ function redirection(e: unknown): { ask: boolean; address: Address } | undefined
  */
 export class Dedicated {
   private conn?: Connection;
-  private address?: Address;
+  address?: Address;
   private ending?: (why: Error) => void;
 
   constructor(
@@ -129,6 +135,24 @@ export class Dedicated {
         asking = to.ask;
       }
     }
+  }
+
+  /** The server's CLIENT ID of the current connection (asked once per connection). */
+  async clientId(): Promise<number> {
+    const conn = (this.conn ??= await this.pool.take(this.address, this.key));
+    let id = CLIENT_IDS.get(conn);
+    if (id === undefined) {
+      id = Number(String(await conn.call(['CLIENT', 'ID'])));
+      CLIENT_IDS.set(conn, id);
+    }
+    return id;
+  }
+
+  /** A new call site on the same node (another connection of the pool). */
+  sibling(): Dedicated {
+    const d = new Dedicated(this.pool, this.key);
+    d.address = this.address;
+    return d;
   }
 
   /** `cb` is called once if the connection ends while this holds it. */

@@ -11,8 +11,9 @@
  *   did not follow it). A FORCERELEASE, a lapsed lease or a failover that
  *   lost it shows there.
  *
- * Lifecycle keyspace events (`lock.*`, class `d`) will be a third source:
- * an event for the key then triggers a check at once.
+ * - Lifecycle keyspace events (`lock.*`, class `d`, see events.ts) where
+ *   the server sends them: an event on the held key pokes the watch, which
+ *   checks at once, so a FORCERELEASE or an expiry is reported as it happens.
  *
  * Nothing here knows about locks.
  */
@@ -24,6 +25,8 @@ export interface WatchOptions {
   check: () => Promise<boolean>;
   /** Called once with the reason when the thing is found gone. */
   lost: (why: string, cause?: unknown) => void;
+  /** The reason given when a check finds it gone. */
+  gone?: string;
 }
 
 export class Watch {
@@ -32,6 +35,14 @@ export class Watch {
 
   constructor(private readonly opts: WatchOptions) {
     this.schedule();
+  }
+
+  /** Check now (a lifecycle event on what it watches); a turn under way is enough. */
+  poke(): void {
+    if (!this.active || this.turning) return;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    void this.turn();
   }
 
   /** The watched connection ended. */
@@ -62,17 +73,22 @@ export class Watch {
     this.timer.unref();
   }
 
+  private turning = false;
+
   private async turn(): Promise<void> {
     if (!this.active) return;
     let held = true;
+    this.turning = true;
     try {
       held = await this.opts.check();
     } catch (e) {
       if ((e as { lost?: boolean }).lost) return this.report((e as Error).message, e);
       // transient: the lease is the safety net until the next turn
+    } finally {
+      this.turning = false;
     }
     if (!this.active) return;
-    if (!held) return this.report('a check (LOCK.RENEW) found it gone');
+    if (!held) return this.report(this.opts.gone ?? 'a check (LOCK.RENEW) found it gone');
     this.schedule();
   }
 }

@@ -45,6 +45,10 @@ def free_port() -> int:
 
 class Server:
     def __init__(self, kind: str, module: bool = True, **config: str) -> None:
+        # The module's lifecycle events (Election observers, the loss
+        # signal), as the shipped redis.conf has them; notify_keyspace_events=""
+        # turns them off.
+        config.setdefault("notify_keyspace_events", "Kd")
         self.kind = kind
         self.dir = tempfile.mkdtemp(prefix=f"hashlock-py-{kind}-")
         for attempt in range(5):

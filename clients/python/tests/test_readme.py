@@ -36,3 +36,13 @@ def test_asyncio_example(server):
     exec(compile(body, "README.md", "exec"), scope)
     asyncio.run(scope["main"]())
     assert shipped == [42]
+
+
+@pytest.mark.module_feature
+def test_family_example(server):
+    code = blocks()[2].replace("port=6380", f"port={server.port}")
+    done = []
+    scope = {name: (lambda name=name: done.append(name)) for name in ("call_api", "update_catalog", "read_catalog")}
+    scope["transfer"] = lambda a, b: done.append(("transfer", a, b))
+    exec(compile(code, "README.md", "exec"), scope)
+    assert done == ["call_api", "update_catalog", "read_catalog", ("transfer", 1, 2)]

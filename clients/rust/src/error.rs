@@ -19,6 +19,20 @@ pub enum Error {
     /// REPLICAS n ms: fewer than n replicas acknowledged in time; the call
     /// was undone (NOREPLICAS).
     NoReplicas(String),
+    /// RWLOCK write asked by an owner that holds only read holds
+    /// (NOUPGRADE): an upgrade would deadlock; release the read holds first.
+    NoUpgrade(String),
+    /// The key holds a string that is not a semaphore's count (NOTSEMAPHORE).
+    NotSemaphore(String),
+    /// The key holds a string that is not a latch's count (NOTLATCH).
+    NotLatch(String),
+    /// The keys (or a key and what it derives) hash to different cluster
+    /// slots (CROSSSLOT): nothing changed.
+    CrossSlot(String),
+    /// The server's `notify-keyspace-events` does not deliver the module's
+    /// lifecycle events an Election observer listens to (it needs `K` and
+    /// `d`).
+    EventsDisabled(String),
     /// The server does not know LOCK.*: the hashlock module is not loaded
     /// there.
     ModuleNotLoaded(String),
@@ -38,8 +52,12 @@ impl From<RedisError> for Error {
             None => e.to_string(),
         };
         let unknown_lock_command = e.code() == Some("ERR")
-            && e.detail()
-                .is_some_and(|d| d.to_ascii_lowercase().starts_with("unknown command 'lock."));
+            && e.detail().is_some_and(|d| {
+                let d = d.to_ascii_lowercase();
+                ["lock.", "semaphore.", "latch.", "rwlock."]
+                    .iter()
+                    .any(|p| d.starts_with(&format!("unknown command '{p}")))
+            });
         if unknown_lock_command {
             return Error::ModuleNotLoaded(format!(
                 "the hashlock module is not loaded on this server ({})",
@@ -51,6 +69,10 @@ impl From<RedisError> for Error {
             Some("NOTLOCK") => Error::NotLock(text()),
             Some("WRONGTYPE") => Error::WrongType(text()),
             Some("NOREPLICAS") => Error::NoReplicas(text()),
+            Some("NOUPGRADE") => Error::NoUpgrade(text()),
+            Some("NOTSEMAPHORE") => Error::NotSemaphore(text()),
+            Some("NOTLATCH") => Error::NotLatch(text()),
+            Some("CROSSSLOT") => Error::CrossSlot(text()),
             _ => Error::Redis(e),
         }
     }
@@ -63,6 +85,11 @@ impl fmt::Display for Error {
             Error::NotLock(m)
             | Error::WrongType(m)
             | Error::NoReplicas(m)
+            | Error::NoUpgrade(m)
+            | Error::NotSemaphore(m)
+            | Error::NotLatch(m)
+            | Error::CrossSlot(m)
+            | Error::EventsDisabled(m)
             | Error::ModuleNotLoaded(m) => f.write_str(m),
             Error::Redis(e) => e.fmt(f),
         }

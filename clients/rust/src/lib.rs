@@ -11,7 +11,12 @@
 
 #[cfg(feature = "tokio")]
 pub mod aio;
+mod election;
 pub mod error;
+pub mod family;
+mod family_sync;
+#[cfg(feature = "tokio")]
+mod family_tokio;
 pub mod net;
 pub mod pool;
 pub mod protocol;
@@ -21,7 +26,9 @@ pub mod target;
 pub mod tokio;
 pub mod watch;
 
+pub use election::{Leader, LeaderChange};
 pub use error::{Error, Result};
+pub use family::{Mode, RwLockInfo, SemaphoreInfo};
 pub use protocol::{DEFAULT_LEASE, LockInfo, Options};
 pub use target::Target;
 

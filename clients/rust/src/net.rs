@@ -227,6 +227,12 @@ impl Conn {
         }
     }
 
+    /// True once a reply (or a pushed message) can be read without
+    /// blocking, waiting up to `timeout_ms`.
+    pub fn wait_readable(&self, timeout_ms: i32) -> bool {
+        !self.reader.buffer().is_empty() || readable(self.fd(), timeout_ms)
+    }
+
     /// True while no call on it failed on the connection itself.
     pub fn healthy(&self) -> bool {
         self.healthy

@@ -26,6 +26,12 @@ use crate::protocol::{self as p, LockInfo, Options, Wait};
 use crate::target::Target;
 use crate::watch::{Watched, monitor};
 
+pub use crate::election::sync::{Election, Observer};
+pub use crate::family_sync::{
+    AcquiredRead, AcquiredWrite, Latch, Lease, MultiGuard, MultiLock, ReadGuard, ReadWriteLock,
+    Semaphore, WriteGuard,
+};
+
 /// What [`Lock::try_acquire`] and [`Lock::acquire_timeout`] give.
 pub type Acquired = crate::Acquired<LockGuard>;
 

@@ -5,6 +5,9 @@
 //!   `tokio::time::timeout` or `select!`) drops its connection, so the
 //!   server removes the waiter; the wait is tied to that connection
 //!   (KEEPALIVE), so a grant already on its way is released with it.
+//!   Without keepalive the grant is untied once read, in a task of its own:
+//!   cancelled in that instant, the grant is given back (LOCK.RELEASE)
+//!   before the `Lock`'s next operation.
 //! - `guard.release().await` is cancellation-safe: the release runs in a
 //!   task of its own, which finishes even if the future awaiting it is
 //!   dropped, and the `Lock`'s next operation waits for it.
@@ -26,6 +29,12 @@ use crate::aio::{Dedicated, Pool};
 use crate::error::{Error, Result};
 use crate::protocol::{self as p, LockInfo, Options, Wait};
 use crate::target::Target;
+
+pub use crate::election::tokio::{Election, Observer};
+pub use crate::family_tokio::{
+    AcquiredRead, AcquiredWrite, Latch, Lease, MultiGuard, MultiLock, ReadGuard, ReadWriteLock,
+    Semaphore, WriteGuard,
+};
 
 /// What [`Lock::try_acquire`] and [`Lock::acquire_timeout`] give.
 pub type Acquired = crate::Acquired<LockGuard>;
@@ -68,6 +77,29 @@ struct AbortOnDrop(JoinHandle<()>);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+/// A fresh grant on its way from the untie task to its acquisition: given
+/// back (LOCK.RELEASE) if dropped armed, i.e. never delivered.
+struct GiveBack {
+    inner: Arc<Inner>,
+    armed: bool,
+}
+
+impl Drop for GiveBack {
+    fn drop(&mut self) {
+        if !self.armed || tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        let inner = Arc::clone(&self.inner);
+        self.inner.spawn_pending(async move {
+            let cmd = p::release_cmd(&inner.name, &inner.owner);
+            let _ = inner
+                .pool
+                .call(inner.key(), &cmd, inner.call_timeout())
+                .await;
+        });
     }
 }
 
@@ -277,7 +309,7 @@ impl Inner {
     /// See `sync::Inner::acquire_dedicated`: always tied while it waits, so
     /// a cancelled wait (its connection dropped) never keeps a grant.
     async fn acquire_dedicated(
-        &self,
+        self: &Arc<Self>,
         st: &mut State,
         wait: Wait,
     ) -> Result<Option<(u64, Option<u64>)>> {
@@ -308,26 +340,42 @@ impl Inner {
             st.tied = Some(conn);
             return Ok(got);
         }
-        let untied = match conn
-            .call(
-                &p::untie_cmd(&self.name, &self.owner, &self.opts),
-                self.call_timeout(),
-            )
-            .await
-        {
-            Ok(v) => p::int(&v),
-            Err(e) => Err(e),
-        };
-        if conn.is_open() {
-            conn.give_back();
-        }
-        match untied {
-            Ok(0) => Err(Error::LockLost(format!(
+        // The untie runs in a task of its own: if this future is dropped
+        // while it is under way, the server may untie the grant anyway
+        // (closing the connection would then not release it), so the
+        // task's answer, undelivered, gives it back (before this Lock's
+        // next operation, which waits for the task).
+        let (tx, rx) = oneshot::channel();
+        let untie = p::untie_cmd(&self.name, &self.owner, &self.opts);
+        let timeout = self.call_timeout();
+        let inner = Arc::clone(self);
+        self.spawn_pending(async move {
+            let untied = match conn.call(&untie, timeout).await {
+                Ok(v) => p::int(&v),
+                Err(e) => Err(e),
+            };
+            if conn.is_open() {
+                conn.give_back();
+            }
+            let _ = tx.send(untied.map(|n| {
+                let armed = n != 0;
+                (n, GiveBack { inner, armed })
+            }));
+        });
+        match rx.await {
+            Ok(Ok((0, _))) => Err(Error::LockLost(format!(
                 "lock {:?} was gone before the acquisition completed",
                 self.name
             ))),
-            Ok(_) => Ok(got),
-            Err(e) => Err(e),
+            Ok(Ok((_, mut taken))) => {
+                taken.armed = false;
+                Ok(got)
+            }
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(Error::Redis(redis::RedisError::from((
+                redis::ErrorKind::Io,
+                "the acquisition's task ended without an answer (its runtime shut down)",
+            )))),
         }
     }
 

@@ -194,3 +194,53 @@ fn cluster_sync_and_tokio() {
         }
     }
 }
+
+/// The family in a cluster: a multi-lock over keys of one slot (hash tag)
+/// works; over two slots it is refused with CrossSlot and nothing changes;
+/// a semaphore, a latch and a read-write lock are served by their key's
+/// node.
+#[test]
+fn cluster_family() {
+    for kind in KINDS {
+        let c = two_primaries(kind);
+        let mut n1 = node(&c, 1);
+        let tag = format!("{{fam{}}}", std::process::id());
+        let (a, b) = (format!("{tag}:a"), format!("{tag}:b"));
+        let m = sync::MultiLock::new(target(&c), [&a, &b], opts(true));
+        let g = m.acquire().unwrap();
+        assert_eq!(g.release().unwrap(), 0);
+        let (x, y) = (key_on_node0(500, "fx"), key_on_node0(501, "fy"));
+        let m = sync::MultiLock::new(target(&c), [&x, &y], opts(true));
+        assert!(
+            matches!(m.try_acquire(), Err(Error::CrossSlot(_))),
+            "{kind}: keys in two slots"
+        );
+        let mut n0 = node(&c, 0);
+        assert_eq!(info(&mut n0, &x), None, "{kind}: nothing changed");
+
+        // Keys served by node 1 (slots 8192-16383): routed there.
+        let k = key_in_slot(9000, &format!("sem{}", std::process::id()), ":s");
+        let sem = sync::Semaphore::new(target(&c), &k, opts(true));
+        assert!(sem.create(1).unwrap());
+        let lease = sem.lease(1).unwrap();
+        let v: redis::Value = redis::cmd("SEMAPHORE.INFO").arg(&k).query(&mut n1).unwrap();
+        let i = hashlock_client::family::parse_sem_info(&v)
+            .unwrap()
+            .unwrap();
+        assert_eq!((i.leased, i.keepalive), (1, 1), "{kind}: on node 1");
+        assert_eq!(lease.release().unwrap(), 1);
+        let k = key_in_slot(9001, &format!("rw{}", std::process::id()), ":rw");
+        let rw = sync::ReadWriteLock::new(target(&c), &k, opts(true));
+        let g = rw.write().unwrap();
+        assert_eq!(
+            rw.info().unwrap().unwrap().writer.as_deref(),
+            Some(rw.owner())
+        );
+        assert_eq!(g.release().unwrap(), 0);
+        let k = key_in_slot(9002, &format!("latch{}", std::process::id()), ":l");
+        let latch = sync::Latch::new(target(&c), &k);
+        assert!(latch.create(1).unwrap());
+        assert_eq!(latch.count_down().unwrap(), 0);
+        assert!(latch.wait_timeout(Duration::from_millis(10)).unwrap());
+    }
+}

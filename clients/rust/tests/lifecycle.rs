@@ -440,3 +440,59 @@ async fn yields(n: usize) {
         tokio::task::yield_now().await;
     }
 }
+
+/// Watchdog mode: a wait's grant is untied once read. A waiter cancelled at
+/// staggered moments after the release (0 to 1 ms: before, during and
+/// after the grant and its untie) never keeps the lock, and its `Lock`
+/// stays usable (a later acquisition is a fresh one, not a re-entry of a
+/// forgotten grant).
+#[test]
+fn tokio_cancel_during_untie_never_keeps_the_lock_watchdog() {
+    for kind in KINDS {
+        let s = Server::start(kind);
+        let mut a = admin(&s);
+        let kept = rt().block_on(async {
+            let mut kept = 0;
+            for trial in 0..TRIALS {
+                let k = key("untie-race");
+                let holder = tk::Lock::new(client(&s), &k, opts(false));
+                let waiter = std::sync::Arc::new(tk::Lock::new(client(&s), &k, opts(false)));
+                let held = holder.acquire().await.unwrap();
+                let w = std::sync::Arc::clone(&waiter);
+                let waiting = tokio::spawn(async move {
+                    if let Ok(Acquired::Held(g)) = w.acquire_timeout(Duration::from_secs(30)).await
+                    {
+                        let _ = g.release().await;
+                    }
+                });
+                while waiters(&mut a, &k) != 1 {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                assert_eq!(held.release().await.unwrap(), 0);
+                let until = Instant::now() + Duration::from_micros(10 * (trial as u64 % 100));
+                while Instant::now() < until {
+                    std::hint::spin_loop();
+                }
+                waiting.abort();
+                let _ = waiting.await;
+                let free = || info(&mut a, &k).is_none();
+                if !until_async(free, Duration::from_secs(2)).await {
+                    kept += 1;
+                    let _: i64 = redis::cmd("LOCK.FORCERELEASE")
+                        .arg(&k)
+                        .query(&mut a)
+                        .unwrap();
+                }
+                let g = waiter
+                    .try_acquire()
+                    .await
+                    .unwrap()
+                    .into_guard()
+                    .expect("free");
+                assert_eq!(g.release().await.unwrap(), 0, "{kind}: a fresh hold");
+            }
+            kept
+        });
+        assert_eq!(kept, 0, "{kind}: kept in {kept} of {TRIALS} trials");
+    }
+}

@@ -76,7 +76,7 @@ fn module_feature_readme_example_runs() {
         );
         assert_eq!(
             String::from_utf8_lossy(&out.stdout),
-            "shipped 42\nshipped 42\n"
+            "shipped 42\ndownloaded 1\nshipped 42\n"
         );
     }
 }

@@ -180,6 +180,18 @@ class Dedicated:
                 self._asking = isinstance(redirect, AskError)
                 self.sent = False
 
+    async def client_id(self) -> int:
+        """The server's CLIENT ID of this connection (asked once per connection)."""
+        if self._conn is None:
+            self._conn = await self.pool.take(self.address)
+        conn = self._conn
+        cid = getattr(conn, "_hashlock_id", None)
+        if cid is None:
+            conn.socket_timeout = 5.0
+            await conn.send_command("CLIENT", "ID")
+            cid = conn._hashlock_id = int(await conn.read_response())
+        return cid
+
     def on_close(self, callback: Optional[Callable[[], None]]) -> None:
         """`callback` is called once if the connection ends while held."""
         if self._conn is not None:
@@ -215,9 +227,15 @@ class Watch:
         self._check = check
         self._closed = closed
         self._ended = asyncio.Event()
+        # An event on what it watches asked for a check now.
+        self._poked = asyncio.Event()
         if conn is not None:
             conn.on_close(self._ended.set)
         self._task = asyncio.ensure_future(self._run())
+
+    def poke(self) -> None:
+        """Run the check now (a lifecycle event on what it watches)."""
+        self._poked.set()
 
     def follow(self, conn: Dedicated) -> None:
         """The watched connection changed (a check followed MOVED)."""
@@ -231,15 +249,19 @@ class Watch:
 
     async def _run(self) -> None:
         ended = asyncio.ensure_future(self._ended.wait())
+        poked = asyncio.ensure_future(self._poked.wait())
         try:
             while self.active:
-                done, _ = await asyncio.wait({ended}, timeout=self._interval)
+                done, _ = await asyncio.wait({ended, poked}, timeout=self._interval, return_when=asyncio.FIRST_COMPLETED)
                 if not self.active:
                     return
                 if ended in done:
                     if self.active:
                         self._closed()
                     return
+                if poked in done:
+                    self._poked.clear()
+                    poked = asyncio.ensure_future(self._poked.wait())
                 async with self.mutex:
                     if not self.active:
                         return
@@ -249,3 +271,4 @@ class Watch:
                         pass  # tried again at its next turn
         finally:
             ended.cancel()
+            poked.cancel()

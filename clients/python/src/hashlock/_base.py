@@ -43,7 +43,12 @@ class LockBase:
         self._tied: Any = None
         # The loss watch of the current hold, else None.
         self._watch: Any = None
+        # Its subscription to the key's lifecycle events, else None.
+        self._events: Any = None
         self._lost: Optional[LockLost] = None
+        # A loss the watch found while holds were taken, not yet seen by a
+        # release() or an acquire() (which would be a re-entry: it raises).
+        self._unacknowledged: Optional[LockLost] = None
 
     def _acquire_args(self, block: Optional[int], keepalive: Optional[bool] = None):
         return p.acquire_args(
@@ -55,6 +60,14 @@ class LockBase:
             self.replicas,
             block,
         )
+
+    def _acknowledge_loss(self) -> None:
+        """An acquire() after the watch found the held lock lost, with no
+        release() in between, is a re-entry of a lost lock: loud, once (as
+        if the re-entry itself had found it gone)."""
+        lost, self._unacknowledged = self._unacknowledged, None
+        if lost is not None:
+            raise lost
 
     def _take(self, reply: Any) -> Optional[int]:
         """The hold count an acquire reply grants (None: not granted); keeps

@@ -97,11 +97,16 @@ class ConnectionPool:
             if idle_and_open(getattr(conn, "_sock", None)):
                 return conn
             self.discard(conn)
+        return self.open(address)
+
+    def open(self, address: Address, **overrides: Any) -> Any:
+        """A new connection to `address` (`overrides`: connection kwargs)."""
         kwargs = dict(self._kwargs)
         if isinstance(address[0], str) and address[1] == 0:
             kwargs["path"] = address[0]
         else:
             kwargs.update(host=address[0], port=address[1])
+        kwargs.update(overrides)
         conn = self._cls(**kwargs)
         conn.connect()
         with self._mutex:
@@ -203,7 +208,11 @@ class Dedicated:
     def sock(self) -> Optional[socket.socket]:
         return getattr(self._conn, "_sock", None) if self._conn is not None else None
 
-    def call(self, args: List[Any], timeout: Optional[float]) -> Any:
+    def call(self, args: List[Any], timeout: Optional[float], keep_on_interrupt: bool = False) -> Any:
+        """Sends `args` and reads the reply (MOVED/ASK followed).
+        keep_on_interrupt: an exception while waiting for the reply (a
+        KeyboardInterrupt) leaves the connection open, its reply unread, for
+        the caller to settle (read()) or close()."""
         redirects = 0
         while True:
             conn = self._connected(timeout)
@@ -214,7 +223,7 @@ class Dedicated:
                     self._asking = False
                 conn.send_packed_command(self.pool.packed(conn, args), check_health=False)
                 self.sent = True
-                return conn.read_response()
+                return conn.read_response(disconnect_on_error=not keep_on_interrupt)
             except (MovedError, AskError) as redirect:
                 redirects += 1
                 if redirects > MAX_REDIRECTS:
@@ -225,6 +234,20 @@ class Dedicated:
                 self.address = (redirect.host, int(redirect.port))
                 self._asking = isinstance(redirect, AskError)
                 self.sent = False
+
+    def read(self, timeout: Optional[float]) -> Any:
+        """Reads a reply still due (see call's keep_on_interrupt)."""
+        conn = self._connected(timeout)
+        return conn.read_response(disconnect_on_error=False)
+
+    def client_id(self) -> int:
+        """The server's CLIENT ID of this connection (asked once per connection)."""
+        conn = self._connected(5.0)
+        cid = getattr(conn, "_hashlock_id", None)
+        if cid is None:
+            conn.send_command("CLIENT", "ID", check_health=False)
+            cid = conn._hashlock_id = int(conn.read_response())
+        return cid
 
     def _connected(self, timeout: Optional[float]):
         if self._conn is None:

@@ -5,7 +5,9 @@ from typing import Any, Optional
 from redis.exceptions import ConnectionError, ResponseError, TimeoutError
 
 from . import _protocol as p
+from . import _events
 from ._base import LockBase
+from ._family import STARTS
 from ._connection import Dedicated, pool_for
 from ._watch import Watch, monitor
 from .errors import LockLost, NotAcquired, translate
@@ -24,8 +26,10 @@ class Lock(LockBase):
 
     Either way the library's monitor thread watches the held lock and sets
     `lost` (and calls `on_lost`) as soon as it finds it gone: at once when
-    its KEEPALIVE connection closes, and at the check every third of the
-    lease otherwise (a FORCERELEASE, a lapsed lease, a failover).
+    its KEEPALIVE connection closes; at once on a FORCERELEASE, a lapsed
+    lease or an eviction where the server sends lifecycle events
+    (notify-keyspace-events with K and d); otherwise at the check every
+    third of the lease (also what finds a failover that lost it).
     """
 
     # -- acquiring ---------------------------------------------------------
@@ -38,6 +42,7 @@ class Lock(LockBase):
         Returns True when held, False when the wait ended without the lock.
         """
         block = p.block_ms(blocking, timeout)
+        self._acknowledge_loss()
         if self._holds > 0:
             return self._reenter()
         if self.keepalive or block is not None:
@@ -128,6 +133,7 @@ class Lock(LockBase):
     def release(self) -> int:
         """Drops one hold; returns the holds left (0 = released). Raises
         LockLost if this owner no longer holds the lock."""
+        self._unacknowledged = None
         args = ["LOCK.RELEASE", self.name, self.owner]
         watch = self._watch
         if self._tied is not None and watch is not None:
@@ -150,6 +156,9 @@ class Lock(LockBase):
         except LockLost as lost:
             # NOTOWNER leaves the connection clean; a failed one is closed.
             self._stop(lost, close=not isinstance(lost.__cause__, ResponseError))
+            # This raise reports the loss, also if the watch found it while
+            # this release waited for the watch's mutex.
+            self._unacknowledged = None
             raise
         self._holds = left
         if left == 0:
@@ -230,7 +239,13 @@ class Lock(LockBase):
             check=self._check,
             closed=lambda: self._lose(self._lost_error("its KEEPALIVE connection closed"), close=True),
         )
-        monitor().add(self._watch)
+        watch = self._watch
+        monitor().add(watch)
+        # Lifecycle events on the key (where the server sends them): an
+        # ending event, DEL, an expiry or an eviction runs the check at once.
+        self._events = _events.follow(
+            self._client, self.name, lambda event: event in STARTS or monitor().poke(watch)
+        )
 
     def _check(self) -> None:
         """The monitor's periodic check (under the watch's mutex): keepalive
@@ -264,6 +279,7 @@ class Lock(LockBase):
         if self._watch is None or not self._watch.active:
             return
         self._stop(lost, close)
+        self._unacknowledged = lost
         if self.on_lost is not None:
             try:
                 self.on_lost(lost)
@@ -277,6 +293,9 @@ class Lock(LockBase):
         if watch is not None:
             watch.active = False
             monitor().remove(watch)
+        events, self._events = self._events, None
+        if events is not None:
+            events.close()
         self._holds = 0
         if lost is not None:
             self._lost = lost

@@ -58,6 +58,8 @@ class Watch:
         self.active = True
         # A check is running (off the monitor thread): the next waits for it.
         self.checking = False
+        # An event asked for a check now.
+        self.poked = False
         self.due = time.monotonic() + interval if interval else None
 
 
@@ -136,7 +138,11 @@ class Monitor:
             with self._mutex:
                 watches = list(self._watches.values())
                 now = time.monotonic()
-                dues = [w.due for w in watches if w.due is not None]
+                dues = [
+                    now if w.poked else w.due
+                    for w in watches
+                    if (w.due is not None or w.poked) and not w.checking
+                ]
                 timeout = min(IDLE_S, max(0.0, min(dues) - now)) if dues else IDLE_S
                 self._next_wake = now + timeout
             try:
@@ -155,16 +161,31 @@ class Monitor:
                 self._readable(key.data)
             now = time.monotonic()
             for w in watches:
-                if w.due is not None and w.due <= now and not w.checking:
+                if ((w.due is not None and w.due <= now) or w.poked) and not w.checking:
+                    w.poked = False
                     w.due = now + w.interval if w.interval else None
                     w.checking = True
-                    self._checks.submit(self._check, w)
+                    try:
+                        self._checks.submit(self._check, w)
+                    except RuntimeError:
+                        return  # the interpreter is exiting: no checks any more
 
     def _check(self, w: Watch) -> None:
         try:
             self._guarded(w, w.check)
         finally:
             w.checking = False
+            # The thread left this watch out of its sleep while it was
+            # checked: it computes its next due time again.
+            self._wake()
+
+    def poke(self, watch: Watch) -> None:
+        """Run `watch`'s check now (an event on what it watches)."""
+        with self._mutex:
+            if id(watch) not in self._watches:
+                return
+            watch.poked = True
+        self._wake()
 
     def _readable(self, w: Watch) -> None:
         # Readable while idle: the owner is not using the connection (it

@@ -14,10 +14,12 @@ from redis.exceptions import ConnectionError, ResponseError, TimeoutError
 
 from . import _protocol as p
 from ._aio import Dedicated, Watch, pool_for
+from ._aio_events import Follower
 from ._base import LockBase
+from ._family import STARTS
 from .errors import LockLost, NotAcquired, translate
 
-__all__ = ["Lock"]
+__all__ = ["Election", "Latch", "Lease", "Lock", "MultiLock", "Observer", "ReadHold", "ReadWriteLock", "Semaphore", "WriteHold"]
 
 
 class Lock(LockBase):
@@ -30,6 +32,7 @@ class Lock(LockBase):
     async def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
         """See hashlock.Lock.acquire."""
         block = p.block_ms(blocking, timeout)
+        self._acknowledge_loss()
         if self._holds > 0:
             return await self._reenter()
         if self.keepalive or block is not None:
@@ -107,6 +110,7 @@ class Lock(LockBase):
 
     async def release(self) -> int:
         """See hashlock.Lock.release."""
+        self._unacknowledged = None
         args = ["LOCK.RELEASE", self.name, self.owner]
         watch = self._watch
         if self._tied is not None and watch is not None:
@@ -120,6 +124,7 @@ class Lock(LockBase):
             left = int(await (self._on_tied(args) if tied else self._execute(args)))
         except LockLost as lost:
             self._stop(lost, close=not isinstance(lost.__cause__, ResponseError))
+            self._unacknowledged = None  # reported by this raise (see hashlock.Lock)
             raise
         self._holds = left
         if left == 0:
@@ -188,12 +193,14 @@ class Lock(LockBase):
     def _start_watch(self) -> None:
         if self._watch is not None and self._watch.active:
             return
-        self._watch = Watch(
+        watch = self._watch = Watch(
             self._tied,
             self._check_interval(),
             self._check,
             lambda: self._lose(self._lost_error("its KEEPALIVE connection closed"), close=True),
         )
+        # Lifecycle events on the key: an ending event runs the check at once.
+        self._events = Follower(self._client, self.name, lambda event: event in STARTS or watch.poke())
 
     async def _check(self) -> None:
         if self.keepalive and self._tied is not None:
@@ -221,6 +228,7 @@ class Lock(LockBase):
         if self._watch is None or not self._watch.active:
             return
         self._stop(lost, close)
+        self._unacknowledged = lost
         if self.on_lost is not None:
             try:
                 self.on_lost(lost)
@@ -231,6 +239,9 @@ class Lock(LockBase):
         watch, self._watch = self._watch, None
         if watch is not None:
             watch.stop()
+        events, self._events = self._events, None
+        if events is not None:
+            events.close()
         self._holds = 0
         if lost is not None:
             self._lost = lost
@@ -271,3 +282,6 @@ class Lock(LockBase):
             if typed is e:
                 raise
             raise typed from e
+
+
+from ._aio_family import Election, Latch, Lease, MultiLock, Observer, ReadHold, ReadWriteLock, Semaphore, WriteHold  # noqa: E402

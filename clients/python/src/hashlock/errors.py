@@ -40,9 +40,38 @@ class ModuleNotLoaded(HashlockError):
     there (load it with `loadmodule` or `MODULE LOAD`)."""
 
 
+class NoUpgrade(HashlockError):
+    """ReadWriteLock: WRITE asked by an owner that holds READ but not WRITE
+    (NOUPGRADE). An upgrade would deadlock: release the read hold first.
+    Nothing changed."""
+
+
+class NotSemaphore(HashlockError):
+    """The key holds a string that is not a permit count (NOTSEMAPHORE)."""
+
+
+class NotLatch(HashlockError):
+    """The key holds a string that is not a latch count (NOTLATCH)."""
+
+
+class CrossSlot(HashlockError):
+    """Cluster: the keys (or a key and the one the server derives from it)
+    are in different slots (CROSSSLOT). A MultiLock's names must share a
+    slot: give them one hash tag, e.g. `{order:42}:a`, `{order:42}:b`."""
+
+
+class EventsDisabled(HashlockError):
+    """The server's `notify-keyspace-events` cannot deliver the module's
+    lifecycle events (it needs `K` or `E`, and `d`): an Election observer
+    would never hear of a change. Set it, e.g.
+    `CONFIG SET notify-keyspace-events Kd` (or `notify-keyspace-events Kd`
+    in redis.conf)."""
+
+
 class NotAcquired(HashlockError):
-    """`with lock:` ended its wait without the lock (the server answered
-    nil, e.g. after CLIENT UNBLOCK)."""
+    """`with lock:` (or a lease, a read or write hold, a campaign) ended its
+    wait without what it asked for (a timeout, or the server answered nil,
+    e.g. after CLIENT UNBLOCK)."""
 
 
 _BY_CODE = {
@@ -50,12 +79,16 @@ _BY_CODE = {
     "NOTLOCK": NotLock,
     "WRONGTYPE": WrongType,
     "NOREPLICAS": NoReplicas,
+    "NOUPGRADE": NoUpgrade,
+    "NOTSEMAPHORE": NotSemaphore,
+    "NOTLATCH": NotLatch,
+    "CROSSSLOT": CrossSlot,
 }
 
 
 def _unknown_lock_command(message: str) -> bool:
     text = message[4:] if message.startswith("ERR ") else message
-    return text.lower().startswith("unknown command 'lock.")
+    return text.lower().startswith(("unknown command 'lock.", "unknown command 'semaphore.", "unknown command 'latch.", "unknown command 'rwlock."))
 
 
 def translate(err: ResponseError) -> Exception:
