@@ -266,8 +266,20 @@ func (h *holder) startWatch(t *tenure, sent time.Time, addr string) {
 			renewed = started
 			return nil
 		}
-		if errors.Is(err, ErrLockLost) || h.cfg.keepalive {
+		if errors.Is(err, ErrLockLost) {
 			return err
+		}
+		var se *ServerError
+		if errors.As(err, &se) {
+			if se.Code == "MOVED" || se.Code == "ASK" {
+				// The family's holds do not follow a slot move (a Lock does).
+				return h.lost("its key's slot moved to another node", err)
+			}
+			if h.cfg.keepalive {
+				return nil // e.g. LOADING: look again next time
+			}
+		} else if h.cfg.keepalive {
+			return h.lost("its KEEPALIVE connection failed a check", err)
 		}
 		if time.Since(renewed) >= h.cfg.lease {
 			return h.lost("no renewal succeeded within the lease", err)
