@@ -263,3 +263,55 @@ func TestClusterElection(t *testing.T) {
 		})
 	}
 }
+
+// TestClusterFamily: the family through a ClusterClient (keys on both
+// nodes); keys, or derived keys, in different slots are refused with
+// ErrCrossSlot and nothing changes.
+func TestClusterFamily(t *testing.T) {
+	for _, kind := range testserver.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			n := startTwoNodes(t, kind)
+			_, hl := n.cluster()
+			tag := newKey()
+			n.move("{" + tag + "}") // the tag's slot on dst: the client follows MOVED
+			m := hl.NewMultiLock([]string{"{" + tag + "}:stock", "{" + tag + "}:payment"})
+			h, err := m.TryAcquire(n.ctx)
+			must(t, err)
+			must(t, h.Release(n.ctx))
+			apart := hl.NewMultiLock([]string{tag + ":stock", tag + ":payment"})
+			if _, err := apart.TryAcquire(n.ctx); !errors.Is(err, hashlock.ErrCrossSlot) {
+				t.Fatalf("%v, want ErrCrossSlot", err)
+			}
+			// A name with a lone '{': its {name}:timeout lands in another slot.
+			odd := hl.NewSemaphore("a{b" + tag)
+			if _, err := odd.Add(n.ctx, 2); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := odd.TryLease(n.ctx, 1); !errors.Is(err, hashlock.ErrCrossSlot) {
+				t.Fatalf("%v, want ErrCrossSlot", err)
+			}
+			if v, _ := odd.Available(n.ctx); v != 2 {
+				t.Fatalf("available %d: something changed", v)
+			}
+			sem := hl.NewSemaphore("{" + tag + "}:sem")
+			sem.Create(n.ctx, 1)
+			l, err := sem.LeaseTimeout(n.ctx, 1, time.Second)
+			must(t, err)
+			must(t, l.Release(n.ctx))
+			rw := hl.NewReadWriteLock("{" + tag + "}:rw")
+			w, err := rw.Write(n.ctx)
+			must(t, err)
+			r, err := w.Downgrade(n.ctx)
+			must(t, err)
+			must(t, r.Release(n.ctx))
+			latch := hl.NewLatch("{" + tag + "}:latch")
+			latch.Create(n.ctx, 1)
+			done := make(chan error, 1)
+			go func() { done <- latch.Wait(n.ctx) }()
+			time.Sleep(50 * time.Millisecond)
+			_, err = latch.CountDown(n.ctx)
+			must(t, err)
+			must(t, <-done)
+		})
+	}
+}

@@ -41,16 +41,27 @@ var (
 	ErrReadOnly   = errors.New("hashlock: READONLY")
 	ErrCrossSlot  = errors.New("hashlock: CROSSSLOT")
 	ErrUnblocked  = errors.New("hashlock: UNBLOCKED")
+	// ErrNoUpgrade: a ReadWriteLock owner that holds it for reading only
+	// asked to write (an upgrade deadlocks: release the reads first).
+	// Nothing changed.
+	ErrNoUpgrade = errors.New("hashlock: NOUPGRADE")
+	// ErrNotSemaphore / ErrNotLatch: the key holds a string that is not a
+	// count. Nothing changed.
+	ErrNotSemaphore = errors.New("hashlock: NOTSEMAPHORE")
+	ErrNotLatch     = errors.New("hashlock: NOTLATCH")
 )
 
 var codes = map[string]error{
-	"NOTOWNER":   ErrNotOwner,
-	"NOTLOCK":    ErrNotLock,
-	"WRONGTYPE":  ErrWrongType,
-	"NOREPLICAS": ErrNoReplicas,
-	"READONLY":   ErrReadOnly,
-	"CROSSSLOT":  ErrCrossSlot,
-	"UNBLOCKED":  ErrUnblocked,
+	"NOTOWNER":     ErrNotOwner,
+	"NOTLOCK":      ErrNotLock,
+	"WRONGTYPE":    ErrWrongType,
+	"NOREPLICAS":   ErrNoReplicas,
+	"READONLY":     ErrReadOnly,
+	"CROSSSLOT":    ErrCrossSlot,
+	"UNBLOCKED":    ErrUnblocked,
+	"NOUPGRADE":    ErrNoUpgrade,
+	"NOTSEMAPHORE": ErrNotSemaphore,
+	"NOTLATCH":     ErrNotLatch,
 }
 
 // ConnError is a failure of a connection the library owns (not a server
@@ -61,8 +72,9 @@ type ConnError = wire.Error
 
 // ServerError is an error reply of the server. It matches (errors.Is) the
 // sentinel of its code (ErrNotOwner, ErrNotLock, ErrWrongType,
-// ErrNoReplicas, ErrReadOnly, ErrCrossSlot, ErrUnblocked) and
-// ErrModuleNotLoaded for an unknown LOCK.* command. It is a go-redis
+// ErrNoReplicas, ErrReadOnly, ErrCrossSlot, ErrUnblocked, ErrNoUpgrade,
+// ErrNotSemaphore, ErrNotLatch) and ErrModuleNotLoaded for an unknown
+// LOCK.*, RWLOCK.*, SEMAPHORE.* or LATCH.* command. It is a go-redis
 // redis.Error too.
 type ServerError struct {
 	// Code is the first word of the reply: NOTOWNER, NOTLOCK, ERR, ...
@@ -95,7 +107,7 @@ func (e *ServerError) Is(target error) bool {
 func (e *ServerError) moduleMissing() bool {
 	lower := strings.ToLower(e.Reply)
 	return e.Code == "ERR" && strings.Contains(lower, "unknown command") &&
-		(strings.Contains(lower, "'lock.") || strings.Contains(lower, "`lock."))
+		(strings.Contains(lower, "lock.") || strings.Contains(lower, "semaphore.") || strings.Contains(lower, "latch."))
 }
 
 func serverError(addr string, reply wire.ServerError) *ServerError {

@@ -132,6 +132,30 @@ type keyWatch struct {
 	wants  func(event string) bool
 	kicks  chan struct{}
 	closed bool
+	// also: the watches of a hold's other keys (a multi-lock), whose kicks
+	// come here; closed with this one.
+	also     []*keyWatch
+	stop     chan struct{}
+	stopOnce sync.Once
+}
+
+// merge makes o's kicks kick w too, and closes o with w.
+func (w *keyWatch) merge(o *keyWatch) {
+	if w.stop == nil {
+		w.stop = make(chan struct{})
+	}
+	w.also = append(w.also, o)
+	stop := w.stop
+	go func() {
+		for {
+			select {
+			case <-o.Kicks():
+				w.kick()
+			case <-stop:
+				return
+			}
+		}
+	}()
 }
 
 func (w *keyWatch) Kicks() <-chan struct{} { return w.kicks }
@@ -154,6 +178,12 @@ func (w *keyWatch) kick() {
 func (w *keyWatch) Close() {
 	if w != nil {
 		w.node.remove(w)
+		if w.stop != nil {
+			w.stopOnce.Do(func() { close(w.stop) })
+		}
+		for _, o := range w.also {
+			o.Close()
+		}
 	}
 }
 

@@ -36,3 +36,11 @@ func Subscribed(c *Client, key string) bool {
 	}
 	return false
 }
+
+// LeaseConnID is the CLIENT ID of the connection a lease is tied to (0: none).
+func LeaseConnID(l *Lease) int64 {
+	if ln := l.t.tied(); ln != nil {
+		return ln.conn.ID()
+	}
+	return 0
+}

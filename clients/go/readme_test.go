@@ -247,3 +247,39 @@ func main() {
 		t.Fatalf("the snippet left the election led: %v", i)
 	}
 }
+
+// TestReadmeFamily runs README.md's semaphore/latch/read-write/multi-lock
+// program as written (only the address is changed) on each server.
+func TestReadmeFamily(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var program string
+	for _, b := range regexp.MustCompile("(?s)```go\n(.*?)```").FindAllStringSubmatch(string(readme), -1) {
+		if strings.Contains(b[1], "NewSemaphore") && strings.HasPrefix(b[1], "package main") {
+			program = b[1]
+		}
+	}
+	if program == "" {
+		t.Fatal("README.md: no family program")
+	}
+	runProgram := readerModule(t, program, servers[0].Addr)
+	for _, s := range servers {
+		t.Run(s.Kind, func(t *testing.T) {
+			e := newEnv(t, s)
+			e.rdb.Del(e.ctx, "render:licenses", "{render:licenses}:timeout", "batch:7:ready", "catalog", "{acct}:alice", "{acct}:bob")
+			out := runProgram(program, s.Addr)
+			want := "rendering with 1 license\nmerging\nreading the catalog\ntransferring alice -> bob\n"
+			if out != want {
+				t.Fatalf("the example printed %q", out)
+			}
+			if v := e.rdb.Get(e.ctx, "render:licenses").Val(); v != "2" {
+				t.Fatalf("the permit was not returned: %q", v)
+			}
+			if e.rdb.Exists(e.ctx, "catalog", "{acct}:alice", "{acct}:bob").Val() != 0 {
+				t.Fatal("the example left something held")
+			}
+		})
+	}
+}

@@ -44,10 +44,16 @@ public final class Hashlock implements AutoCloseable {
     private final ThreadPoolExecutor workers;
     private final Subscriber subscriber;
     private final Map<HoldKey, Lock.Hold> holds = new ConcurrentHashMap<>();
+    /** Holds of the family (leases, read-write and multi-key holds) in force: closed with this instance. */
+    private final java.util.Set<Tenure> tenures = ConcurrentHashMap.newKeySet();
+    /** A read-write or multi-key lock's per-owner tenures, by (object, name, owner). */
+    private final Map<OwnerKey, Tenure> owned = new ConcurrentHashMap<>();
     private final java.util.concurrent.atomic.AtomicLong givenBack = new java.util.concurrent.atomic.AtomicLong();
     private volatile boolean closed;
 
     record HoldKey(String name, String owner) {}
+
+    record OwnerKey(String kind, String name, String owner) {}
 
     private Hashlock(Builder b) {
         this.connector = b.connector;
@@ -94,6 +100,52 @@ public final class Hashlock implements AutoCloseable {
         return new Election(this, Objects.requireNonNull(name), Objects.requireNonNull(options));
     }
 
+    /**
+     * The semaphore at {@code name} ({@code SEMAPHORE.*}; Redisson's
+     * {@code RSemaphore} and {@code RPermitExpirableSemaphore} on the same
+     * name share it), its leases taken with this instance's default options.
+     */
+    public Semaphore semaphore(String name) {
+        return semaphore(name, defaults);
+    }
+
+    /** As {@link #semaphore(String)}: {@code options} for its leases (lease, keepalive, replicas, checks, events; not token). */
+    public Semaphore semaphore(String name, LockOptions options) {
+        if (closed) throw new IllegalStateException("hashlock is closed");
+        return new Semaphore(this, Objects.requireNonNull(name), Objects.requireNonNull(options));
+    }
+
+    /** The count-down latch at {@code name} ({@code LATCH.*}; Redisson's {@code RCountDownLatch}). */
+    public Latch latch(String name) {
+        if (closed) throw new IllegalStateException("hashlock is closed");
+        return new Latch(this, Objects.requireNonNull(name));
+    }
+
+    /** The read-write lock at {@code name} ({@code RWLOCK.*}; Redisson's {@code RReadWriteLock}), with the default options. */
+    public ReadWriteLock readWriteLock(String name) {
+        return readWriteLock(name, defaults);
+    }
+
+    public ReadWriteLock readWriteLock(String name, LockOptions options) {
+        if (closed) throw new IllegalStateException("hashlock is closed");
+        return new ReadWriteLock(this, Objects.requireNonNull(name), Objects.requireNonNull(options));
+    }
+
+    /**
+     * The lock of several keys taken all at once or not at all
+     * ({@code LOCK.MACQUIRE}/{@code LOCK.MRELEASE}; each key an ordinary
+     * lock, as Redisson's {@code RedissonMultiLock} sees it). On a cluster
+     * the names must share a slot: give them one hash tag.
+     */
+    public MultiLock multiLock(String... names) {
+        return multiLock(List.of(names), defaults);
+    }
+
+    public MultiLock multiLock(List<String> names, LockOptions options) {
+        if (closed) throw new IllegalStateException("hashlock is closed");
+        return new MultiLock(this, List.copyOf(names), Objects.requireNonNull(options));
+    }
+
     /** This instance's id: owners are {@code <id>:<thread id>}. */
     public String id() {
         return id;
@@ -136,6 +188,10 @@ public final class Hashlock implements AutoCloseable {
         List<Lock.Hold> all = new ArrayList<>(holds.values());
         holds.clear();
         for (Lock.Hold h : all) h.abandon("hashlock was closed");
+        List<Tenure> family = new ArrayList<>(tenures);
+        tenures.clear();
+        owned.clear();
+        for (Tenure t : family) t.abandon("hashlock was closed");
         subscriber.close();
         pool.close();
         scheduler.shutdownNow();
@@ -164,6 +220,14 @@ public final class Hashlock implements AutoCloseable {
 
     Map<HoldKey, Lock.Hold> holds() {
         return holds;
+    }
+
+    java.util.Set<Tenure> tenures() {
+        return tenures;
+    }
+
+    Map<OwnerKey, Tenure> owned() {
+        return owned;
     }
 
     private static ThreadFactory daemon(String name) {

@@ -2,6 +2,7 @@ package io.hashlock;
 
 import io.hashlock.internal.RespConnection;
 import java.io.IOException;
+import java.util.List;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Consumer;
@@ -36,7 +37,7 @@ final class Watch {
     private final Consumer<IOException> connectionLost = this::connectionLost;
     private RespConnection watched;
     private ScheduledFuture<?> poll;
-    private io.hashlock.internal.Subscriber.KeyWatch events;
+    private List<io.hashlock.internal.Subscriber.KeyWatch> events = List.of();
     private boolean stopped;
     private boolean checking;
     /** A check asked for while one ran: run after it (an event must not be lost). */
@@ -72,16 +73,21 @@ final class Watch {
      * subscription ends with the watch.
      */
     void events(io.hashlock.internal.Subscriber.KeyWatch w) {
-        io.hashlock.internal.Subscriber.KeyWatch previous;
+        events(List.of(w));
+    }
+
+    /** As {@link #events(io.hashlock.internal.Subscriber.KeyWatch)}, for a hold of several keys (one watch each). */
+    void events(List<io.hashlock.internal.Subscriber.KeyWatch> ws) {
+        List<io.hashlock.internal.Subscriber.KeyWatch> previous;
         synchronized (this) {
             if (stopped) {
-                previous = w;
+                previous = ws;
             } else {
                 previous = events;
-                events = w;
+                events = List.copyOf(ws);
             }
         }
-        if (previous != null) previous.close();
+        for (io.hashlock.internal.Subscriber.KeyWatch p : previous) p.close();
     }
 
     /** Runs {@code check} now on a worker thread (after the one running, if any). */
@@ -147,15 +153,15 @@ final class Watch {
 
     /** Stops watching; the signal does not fire from here on. */
     void stop() {
-        io.hashlock.internal.Subscriber.KeyWatch w;
+        List<io.hashlock.internal.Subscriber.KeyWatch> ws;
         synchronized (this) {
             stopped = true;
             if (poll != null) poll.cancel(false);
             if (watched != null) watched.removeOnLost(connectionLost);
-            w = events;
-            events = null;
+            ws = events;
+            events = List.of();
         }
-        if (w != null) w.close();
+        for (io.hashlock.internal.Subscriber.KeyWatch w : ws) w.close();
     }
 
     synchronized boolean stopped() {

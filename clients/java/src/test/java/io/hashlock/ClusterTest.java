@@ -4,6 +4,8 @@ import static io.hashlock.testing.TestServer.text;
 import static io.hashlock.testing.TestServer.waitFor;
 import static io.hashlock.testing.Threads.onThread;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -116,6 +118,55 @@ class ClusterTest {
             } finally {
                 if (jc != null) jc.close();
                 if (lc != null) lc.shutdown();
+            }
+        }
+    }
+
+    /**
+     * The family through a cluster client: keys that share a hash tag work;
+     * keys (or derived keys) in different slots are refused with
+     * CrossSlotException, nothing changed.
+     */
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("io.hashlock.testing.Matrix#servers")
+    void theFamilyAndCrossSlot(TestServer.Kind kind) throws Exception {
+        try (TestServer s = TestServer.start(kind, CLUSTER)) {
+            s.cmd("CLUSTER", "ADDSLOTSRANGE", "0", "16383");
+            assertTrue(waitFor(15_000, () -> ok(s)));
+            try (JedisCluster jc = new JedisCluster(new HostAndPort("127.0.0.1", s.port));
+                    Hashlock h = Hashlock.create(JedisConnector.cluster(jc))) {
+                String tag = Matrix.key("order");
+                MultiLock both = h.multiLock("{" + tag + "}:stock", "{" + tag + "}:payment");
+                assertTrue(both.tryLock());
+                both.unlock();
+                MultiLock apart = h.multiLock(tag + ":stock", tag + ":payment");
+                CrossSlotException e = assertThrows(CrossSlotException.class, apart::tryLock);
+                assertEquals("CROSSSLOT", e.code());
+                assertTrue(e.getMessage().contains("hash tag"), e.getMessage());
+                assertNull(info(s, tag + ":stock"), "nothing changed");
+                assertFalse(apart.isHeldByCurrentThread());
+                // A name with a lone '{': its {name}:timeout lands in another slot.
+                Semaphore odd = h.semaphore("a{b" + tag);
+                odd.addPermits(2);
+                assertThrows(CrossSlotException.class, () -> odd.tryLease(1));
+                assertEquals(2, odd.availablePermits(), "nothing changed");
+                Semaphore sem = h.semaphore(tag + ":sem");
+                sem.trySetPermits(1);
+                try (Lease l = sem.lease(1)) {
+                    assertEquals(0, sem.availablePermits());
+                }
+                assertEquals(1, sem.availablePermits());
+                ReadWriteLock rw = h.readWriteLock(tag + ":rw");
+                rw.writeLock().lock();
+                rw.readLock().lock();
+                rw.writeLock().unlock();
+                rw.readLock().unlock();
+                Latch latch = h.latch(tag + ":latch");
+                latch.trySetCount(1);
+                CompletableFuture<Boolean> w = onThread(() -> latch.await(10, TimeUnit.SECONDS));
+                assertTrue(waitFor(5000, () -> ((java.util.List<?>) s.cmd("LOCK.WAITERS", tag + ":latch")).size() == 1));
+                latch.countDown();
+                assertTrue(w.get(5, TimeUnit.SECONDS));
             }
         }
     }

@@ -103,6 +103,27 @@ class ReadmeTest {
         assertEquals(null, s.cmd("LOCK.INFO", "orders:42"));
     }
 
+    /** The family's example of clients/java/README.md (the block with {@code semaphore(}). */
+    @Test
+    void theFamilyExampleRuns() throws Exception {
+        String lib = Files.readString(REPO.resolve("clients/java/README.md"));
+        List<String> examples = new ArrayList<>();
+        for (String b : javaBlocks(lib)) if (b.contains("semaphore(")) examples.add(b);
+        assertEquals(1, examples.size(), "one family example");
+        String helpers = "  static void render(java.util.List<String> what) { SEEN.add(\"render \" + what.size()); }\n"
+                + "  static void merge() { SEEN.add(\"merge\"); }\n"
+                + "  static void transfer(String from, String to, int n) { SEEN.add(\"transfer \" + from + \" \" + to + \" \" + n); }\n";
+        for (TestServer.Kind kind : TestServer.Kind.values()) {
+            TestServer s = TestServer.shared(kind);
+            s.cmd("DEL", "render:licenses", "{render:licenses}:timeout", "batch:7:ready", "catalog", "{acct}:alice", "{acct}:bob");
+            assertEquals(List.of("render 1", "merge", "render 1", "transfer alice bob 10"), run(examples.get(0), s.port, helpers));
+            assertEquals(2L, Long.parseLong(TestServer.text(s.cmd("GET", "render:licenses"))), "the permit was returned");
+            assertEquals(null, s.cmd("RWLOCK.INFO", "catalog"));
+            assertEquals(null, s.cmd("LOCK.INFO", "{acct}:alice"));
+            assertEquals(null, s.cmd("LOCK.INFO", "{acct}:bob"));
+        }
+    }
+
     /** The election example of clients/java/README.md, and the Java one of the repository README's "Leader election". */
     @Test
     void theElectionExamplesRun() throws Exception {

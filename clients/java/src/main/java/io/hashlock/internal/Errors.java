@@ -1,10 +1,14 @@
 package io.hashlock.internal;
 
+import io.hashlock.CrossSlotException;
 import io.hashlock.HashlockException;
 import io.hashlock.ModuleNotLoadedException;
 import io.hashlock.NoReplicasException;
+import io.hashlock.NoUpgradeException;
+import io.hashlock.NotLatchException;
 import io.hashlock.NotLockException;
 import io.hashlock.NotOwnerException;
+import io.hashlock.NotSemaphoreException;
 import io.hashlock.ServerErrorException;
 import io.hashlock.WrongTypeException;
 import java.util.Locale;
@@ -24,11 +28,22 @@ public final class Errors {
                 return new WrongTypeException(m);
             case "NOREPLICAS":
                 return new NoReplicasException(m);
+            case "NOUPGRADE":
+                return new NoUpgradeException(m);
+            case "NOTSEMAPHORE":
+                return new NotSemaphoreException(m);
+            case "NOTLATCH":
+                return new NotLatchException(m);
+            case "CROSSSLOT":
+                return new CrossSlotException(m);
             default:
                 break;
         }
         String lower = m.toLowerCase(Locale.ROOT);
-        if (lower.startsWith("err unknown command") && lower.contains("lock.")) return new ModuleNotLoadedException(m);
+        if (lower.startsWith("err unknown command")
+                && (lower.contains("lock.") || lower.contains("semaphore.") || lower.contains("latch."))) {
+            return new ModuleNotLoadedException(m); // LOCK.*, RWLOCK.*, SEMAPHORE.*, LATCH.*
+        }
         return new ServerErrorException(m);
     }
 

@@ -3,7 +3,9 @@ package io.hashlock.internal;
 import io.hashlock.ConnectionException;
 import io.hashlock.LockLostException;
 import io.hashlock.LossReason;
+import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
 import java.util.function.BiConsumer;
 
 /**
@@ -12,13 +14,15 @@ import java.util.function.BiConsumer;
  * hold go on it. When the key's slot has moved (a cluster reshard carried
  * the hold to another node, untied), the next command's {@code MOVED}/
  * {@code ASK} makes the tie follow: the hold is re-tied on a connection to
- * the new node with the primitive's re-tie command (for a lock
- * {@code LOCK.RENEW key owner PX ms KEEPALIVE}), which becomes the tie.
+ * the new node with the primitive's re-tie commands (for a lock
+ * {@code LOCK.RENEW key owner PX ms KEEPALIVE}; for a semaphore lease one
+ * {@code SEMAPHORE.RENEW ... KEEPALIVE} per permit; for a multi-key lock one
+ * {@code LOCK.RENEW} per key), which becomes the tie.
  */
 public final class Tie {
     private final Router router;
     private final byte[] key;
-    private final List<byte[]> retie;
+    private final List<List<byte[]>> retie;
     private final BiConsumer<RespConnection, RespConnection> onSwitch;
     private RespConnection conn;
     /** After an ASK the slot is importing on our node: ASKING before every command. */
@@ -30,6 +34,14 @@ public final class Tie {
      * @param onSwitch told (old, new) when the tie moves to another connection
      */
     public Tie(Router router, byte[] key, RespConnection conn, boolean asking, List<byte[]> retie, BiConsumer<RespConnection, RespConnection> onSwitch) {
+        this(router, key, conn, asking, onSwitch, List.of(retie));
+    }
+
+    /**
+     * @param retie commands that re-tie the hold on the connection they are
+     *     sent on (pipelined) and each answer 1 if it is still held, else 0
+     */
+    public Tie(Router router, byte[] key, RespConnection conn, boolean asking, BiConsumer<RespConnection, RespConnection> onSwitch, List<List<byte[]>> retie) {
         this.router = router;
         this.key = key;
         this.conn = conn;
@@ -63,9 +75,15 @@ public final class Tie {
         for (int redirects = 0; ; redirects++) {
             RespConnection target = router.borrow(r.node());
             boolean ask = asking || r.ask();
-            Object answer;
+            Object answer = null;
             try {
-                answer = Futures.awaitShort(Router.send(target, retie, ask), router.commandTimeoutMs());
+                // Pipelined; the first answer that is not 1 decides.
+                List<CompletableFuture<Object>> fs = new ArrayList<>(retie.size());
+                for (List<byte[]> cmd : retie) fs.add(Router.send(target, cmd, ask));
+                for (CompletableFuture<Object> f : fs) {
+                    Object a = Futures.awaitShort(f, router.commandTimeoutMs());
+                    if (answer == null || Long.valueOf(1).equals(answer)) answer = a;
+                }
             } catch (ConnectionException e) {
                 target.close();
                 throw e;

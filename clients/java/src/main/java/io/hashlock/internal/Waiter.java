@@ -66,6 +66,104 @@ public final class Waiter {
         }
     }
 
+    /** What to send, on the wait's own connection, to give back what {@code reply} granted (null: nothing). */
+    @FunctionalInterface
+    public interface Undo {
+        List<byte[]> undo(Object reply);
+    }
+
+    /**
+     * As {@link #await}, for a grant that cannot be tied to the connection
+     * (anonymous semaphore permits: closing the connection would not give
+     * them back, and nothing else tells whether they were granted). An
+     * interrupted wait is ended by the server instead ({@code CLIENT
+     * UNBLOCK} from another connection, repeated until the wait's answer
+     * arrives: the unblock may overtake the command), its answer is read,
+     * and what it granted is given back ({@code undo}) before the
+     * InterruptedException is thrown. Only when the server cannot be asked
+     * (no answer within a few seconds, or {@code CLIENT UNBLOCK} refused by
+     * an ACL) is the connection closed instead, and a grant that was made
+     * then cannot be given back.
+     */
+    public static Answer awaitUnblocking(Router router, byte[] key, List<byte[]> cmd, long clientTimeoutMs, Undo undo)
+            throws InterruptedException, Futures.ClientTimeoutException {
+        Connector.Node node = router.nodeFor(key);
+        boolean asking = false;
+        for (int redirects = 0; ; redirects++) {
+            RespConnection c = router.borrow(node);
+            CompletableFuture<Object> f = Router.send(c, cmd, asking);
+            Object reply;
+            try {
+                reply = Futures.await(f, clientTimeoutMs, true);
+            } catch (InterruptedException e) {
+                unblock(router, c, f, undo);
+                throw e;
+            } catch (Futures.ClientTimeoutException | ConnectionException e) {
+                c.close(); // the server is not answering: nothing more can be learnt
+                throw e;
+            }
+            Router.Redirect r = Router.redirect(reply, node);
+            if (r == null || redirects >= Router.MAX_REDIRECTS) return new Answer(c, reply, asking);
+            router.pool().giveBack(c);
+            router.moved(r);
+            node = r.node();
+            asking = r.ask();
+        }
+    }
+
+    /** Ends the wait on {@code c} in the server, reads its answer and undoes what it granted. */
+    private static void unblock(Router router, RespConnection c, CompletableFuture<Object> f, Undo undo) {
+        boolean interrupted = Thread.interrupted();
+        try {
+            long deadline = System.nanoTime() + GONE_TIMEOUT_MS * 1_000_000L;
+            List<byte[]> unblock = List.of(Resp.bytes("CLIENT"), Resp.bytes("UNBLOCK"), Resp.bytes(Long.toString(c.serverId())));
+            while (!f.isDone() && c.serverId() >= 0 && System.nanoTime() < deadline) {
+                RespConnection probe = router.borrow(c.node());
+                Object r;
+                try {
+                    r = Futures.awaitShort(probe.send(unblock), router.commandTimeoutMs());
+                } catch (ConnectionException e) {
+                    probe.close();
+                    break;
+                }
+                router.pool().giveBack(probe);
+                if (r instanceof Resp.ErrorReply) break; // e.g. NOPERM
+                try {
+                    // 1: unblocked, its answer is on its way; 0: not blocked (yet, or answered already).
+                    f.get(Long.valueOf(1).equals(r) ? 1_000 : 2, java.util.concurrent.TimeUnit.MILLISECONDS);
+                } catch (java.util.concurrent.TimeoutException | java.util.concurrent.ExecutionException e) {
+                    // not answered yet (or the connection failed: f is done)
+                } catch (InterruptedException e) {
+                    interrupted = true;
+                }
+            }
+            Object reply;
+            try {
+                reply = f.getNow(null);
+            } catch (RuntimeException e) {
+                c.close(); // the connection failed: nothing was read
+                return;
+            }
+            if (!f.isDone()) {
+                c.close(); // the server did not say: closing drops the waiter at least
+                return;
+            }
+            List<byte[]> u = reply instanceof Resp.ErrorReply ? null : undo.undo(reply);
+            if (u != null) {
+                Object r = Futures.awaitShort(c.send(u), router.commandTimeoutMs());
+                if (r instanceof Resp.ErrorReply) {
+                    c.close();
+                    return;
+                }
+            }
+            router.pool().giveBack(c);
+        } catch (RuntimeException e) {
+            c.close(); // best effort
+        } finally {
+            if (interrupted) Thread.currentThread().interrupt();
+        }
+    }
+
     /**
      * Closes {@code c} and, once the server no longer knows it, gives back
      * what may have been granted on it. Runs with the interrupt flag
