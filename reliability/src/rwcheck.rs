@@ -303,6 +303,11 @@ impl Scan<'_> {
             .any(|m| self.open_at(key, owner, *m, t))
     }
 
+    // The replies it flags are checked in the arm's body, not in a guard:
+    // a guard that fails falls through to "unexpected reply" (clippy's
+    // collapsible_match fix did exactly that and flagged every legitimate
+    // NOUPGRADE and busy nil).
+    #[allow(clippy::collapsible_match)]
     fn call(&mut self, c: &Call) {
         self.last = self.last.max(c.invoke);
         if let Some((t, _)) = &c.ret {
@@ -346,13 +351,14 @@ impl Scan<'_> {
                             self.anomaly(c, "a re-entry or downgrade was refused");
                         }
                     }
-                    Some((_, out @ Out::Err(_))) if out.err_code() == Some("NOUPGRADE")
+                    Some((_, out @ Out::Err(_))) if out.err_code() == Some("NOUPGRADE") => {
                         // Right only for WRITE by an owner holding READ
                         // (certainly, or possibly: its read window may have
                         // ended while the server still had the hold).
-                        && !(mode == Mode::Write && reads > 0 && writes == 0) => {
+                        if !(mode == Mode::Write && reads > 0 && writes == 0) {
                             self.anomaly(c, "NOUPGRADE without a read hold");
                         }
+                    }
                     None => {}
                     Some(_) => self.anomaly(c, "unexpected reply"),
                 }
@@ -377,10 +383,11 @@ impl Scan<'_> {
                 let (key, owner) = (a[1].as_str(), a[2].as_str());
                 match &c.ret {
                     Some((t, Out::Int(n))) => self.granted(c, key, owner, Mode::Excl, *n, *t),
-                    Some((t, Out::Nil))
-                        if self.open_at(key, owner, Mode::Excl, *t) => {
+                    Some((t, Out::Nil)) => {
+                        if self.open_at(key, owner, Mode::Excl, *t) {
                             self.anomaly(c, "a re-entry was refused");
                         }
+                    }
                     None => {}
                     Some(_) => self.anomaly(c, "unexpected reply"),
                 }
@@ -424,10 +431,11 @@ impl Scan<'_> {
                             }
                         }
                     }
-                    Some((t, Out::Nil))
-                        if keys.iter().all(|k| self.open_at(k, owner, Mode::Excl, *t)) => {
+                    Some((t, Out::Nil)) => {
+                        if keys.iter().all(|k| self.open_at(k, owner, Mode::Excl, *t)) {
                             self.anomaly(c, "a re-entry of the whole set was refused");
                         }
+                    }
                     None => {}
                     Some(_) => self.anomaly(c, "unexpected reply"),
                 }
