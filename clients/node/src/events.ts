@@ -19,6 +19,9 @@
 import type { Subscriber } from './adapters';
 import { Dedicated, type ConnectionPool } from './pool';
 
+/** The event a Follower reports once it is subscribed (a watch checks then). */
+export const SUBSCRIBED = '(subscribed)';
+
 /** Events that say nothing about a hold's loss (a grant; a holder's own release): the others make a watch check at once. */
 export const QUIET = new Set(['lock.acquired', 'rwlock.acquired', 'semaphore.acquired', 'lock.released', 'rwlock.released', 'semaphore.released', 'latch.opened']);
 
@@ -186,8 +189,11 @@ export class Follower {
         const flags = await hub.flags();
         if (flags !== null && !hearsLifecycleEvents(flags)) return;
         const sub = await hub.subscribe(channel, callback);
-        if (this.closed) sub.close();
-        else this.sub = sub;
+        if (this.closed) return sub.close();
+        this.sub = sub;
+        // What happened between the grant and the subscription (a FORCERELEASE, say) sent no event
+        // to this watch: one check now (the event is not QUIET).
+        callback(SUBSCRIBED);
       } catch {
         // no events: the periodic check remains
       }

@@ -228,10 +228,18 @@ export class Lease extends Tenure implements AsyncDisposable {
   async take(options: WaitOptions): Promise<boolean> {
     const block = blockMs(options);
     const args = withOptions(['SEMAPHORE.LEASE', this.key, 'COUNT', String(this.count), 'PX', String(this.leaseMs)], { blockMs: block, keepalive: true, replicas: this.replicas });
-    const ids = await this.wait(args, options.signal, (reply) => (reply === null || reply === undefined ? null : (reply as unknown[]).map(text)));
-    if (ids === null) return false;
-    this.ids = ids;
-    return true;
+    try {
+      const ids = await this.wait(args, options.signal, (reply) => {
+        if (reply === null || reply === undefined) return null;
+        // Known before wait() unties them (keepalive: false renews this.ids without KEEPALIVE).
+        this.ids = (reply as unknown[]).map(text);
+        return this.ids;
+      });
+      return ids !== null;
+    } catch (e) {
+      this.ids = [];
+      throw e;
+    }
   }
 
   /** Returns the permits; how many. LockLostError if some were not leased any more (the others are returned all the same). */

@@ -37,9 +37,14 @@ export class Watch {
     this.schedule();
   }
 
-  /** Check now (a lifecycle event on what it watches); a turn under way is enough. */
+  /** Check now (a lifecycle event on what it watches); during a turn, once more after it. */
   poke(): void {
-    if (!this.active || this.turning) return;
+    if (!this.active) return;
+    if (this.turning) {
+      // The turn under way may have been answered before what this event reports: another turn after it.
+      this.again = true;
+      return;
+    }
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
     void this.turn();
@@ -74,11 +79,13 @@ export class Watch {
   }
 
   private turning = false;
+  private again = false;
 
   private async turn(): Promise<void> {
     if (!this.active) return;
     let held = true;
     this.turning = true;
+    this.again = false;
     try {
       held = await this.opts.check();
     } catch (e) {
@@ -89,6 +96,7 @@ export class Watch {
     }
     if (!this.active) return;
     if (!held) return this.report(this.opts.gone ?? 'a check (LOCK.RENEW) found it gone');
+    if (this.again) return void this.turn();
     this.schedule();
   }
 }
