@@ -55,6 +55,8 @@ pub(crate) struct St<H> {
     pub holds: H,
     tied: Option<Dedicated>,
     watch: Option<u64>,
+    /// The key's lifecycle events, which poke the hold's check.
+    events: Option<crate::events::Subscription>,
 }
 
 pub(crate) struct Tenure<K: Kind> {
@@ -78,6 +80,7 @@ impl<K: Kind> Tenure<K> {
                 holds: K::Holds::default(),
                 tied: None,
                 watch: None,
+                events: None,
             }),
             lost: AtomicBool::new(false),
             lost_reason: Mutex::new(None),
@@ -180,7 +183,19 @@ impl<K: Kind> Tenure<K> {
         let fd = st.tied.as_ref().and_then(Dedicated::fd);
         let me: Arc<dyn Watched> = Arc::clone(self) as Arc<dyn Watched>;
         let interval = (self.opts.lease / 3).max(Duration::from_millis(1));
-        st.watch = Some(monitor().add(Arc::downgrade(&me), fd, interval));
+        let id = monitor().add(Arc::downgrade(&me), fd, interval);
+        st.watch = Some(id);
+        // Every event but an acquisition (the ending of a hold, a
+        // resubscription) has the hold checked at once.
+        st.events = crate::events::follow(
+            &self.pool,
+            self.key.as_bytes(),
+            Arc::new(move |event: &str| {
+                if event != "lock.acquired" {
+                    monitor().poke(id);
+                }
+            }),
+        );
     }
 
     /// Back to holding nothing; `lost`: why, if it was lost.
@@ -188,6 +203,7 @@ impl<K: Kind> Tenure<K> {
         if let Some(id) = st.watch.take() {
             monitor().remove(id);
         }
+        st.events = None;
         st.holds = K::Holds::default();
         if let Some(mut tied) = st.tied.take() {
             if close || !tied.healthy() {

@@ -266,11 +266,13 @@ impl<K: Kind> Tenure<K> {
         st.generation += 1;
         let ended = st.tied.as_ref().and_then(Dedicated::ended);
         let interval = (self.opts.lease / 3).max(Duration::from_millis(1));
+        let events = crate::tokio::HoldEvents::start(&self.pool.target, self.key.as_bytes());
         st.watch = Some(AbortOnDrop(tokio::spawn(watch_hold(
             Arc::downgrade(self),
             st.generation,
             ended,
             interval,
+            events,
         ))));
     }
 
@@ -393,15 +395,24 @@ async fn ended_of(ended: &mut Option<watch::Receiver<bool>>) {
     }
 }
 
-/// Watches one hold: its connection's end at once, a check every interval.
+/// Watches one hold: its connection's end at once, a check every interval
+/// and at each of the key's lifecycle events.
 async fn watch_hold<K: Kind>(
     t: std::sync::Weak<Tenure<K>>,
     generation: u64,
     mut ended: Option<watch::Receiver<bool>>,
     interval: Duration,
+    events: crate::tokio::HoldEvents,
 ) {
+    let (_events, poke) = events.follow().await;
     loop {
         tokio::select! {
+            _ = poke.notified() => {
+                let Some(t) = t.upgrade() else { return };
+                if !t.check(generation, &mut ended).await {
+                    return;
+                }
+            }
             _ = ended_of(&mut ended) => {
                 if let Some(t) = t.upgrade() {
                     t.connection_ended(generation).await;

@@ -13,6 +13,7 @@
 pub mod aio;
 mod election;
 pub mod error;
+pub mod events;
 pub mod family;
 mod family_sync;
 #[cfg(feature = "tokio")]

@@ -42,9 +42,11 @@ pub type Acquired = crate::Acquired<LockGuard>;
 /// library's own and the server renews the lease while it is open; otherwise
 /// the library renews it every third of the lease. Either way the library's
 /// monitor thread watches the held lock and [`Lock::is_lost`] turns true as
-/// soon as it is found gone: at once when its KEEPALIVE connection ends, at
-/// the next check (every third of the lease) after a FORCERELEASE or a lapsed
-/// lease.
+/// soon as it is found gone: at once when its KEEPALIVE connection ends, or
+/// when the key's lifecycle event (`lock.forced`, `lock.expired`, ...: the
+/// server's `notify-keyspace-events` needs `K` and `d`) reaches the
+/// library's subscriber connection; else at the next check (every third of
+/// the lease) after a FORCERELEASE or a lapsed lease.
 pub struct Lock {
     inner: Arc<Inner>,
 }
@@ -66,6 +68,8 @@ struct State {
     tied: Option<Dedicated>,
     /// The monitor's id for the current hold.
     watch: Option<u64>,
+    /// The key's lifecycle events, which poke the hold's check.
+    events: Option<crate::events::Subscription>,
 }
 
 /// One hold of a [`Lock`]. Dropping it releases the hold (errors are
@@ -408,7 +412,19 @@ impl Inner {
         let fd = st.tied.as_ref().and_then(Dedicated::fd);
         let me: Arc<dyn Watched> = Arc::clone(self) as Arc<dyn Watched>;
         let interval = (self.opts.lease / 3).max(Duration::from_millis(1));
-        st.watch = Some(monitor().add(Arc::downgrade(&me), fd, interval));
+        let id = monitor().add(Arc::downgrade(&me), fd, interval);
+        st.watch = Some(id);
+        // Every event but an acquisition (the ending of a hold, a
+        // resubscription) has the hold checked at once.
+        st.events = crate::events::follow(
+            &self.pool,
+            self.key(),
+            Arc::new(move |event: &str| {
+                if event != "lock.acquired" {
+                    monitor().poke(id);
+                }
+            }),
+        );
     }
 
     /// Back to not holding: stop watching; the tied connection goes back to
@@ -418,6 +434,7 @@ impl Inner {
         if let Some(id) = st.watch.take() {
             monitor().remove(id);
         }
+        st.events = None;
         st.holds = 0;
         if let Some(mut tied) = st.tied.take() {
             if close || !tied.healthy() {

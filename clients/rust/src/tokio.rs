@@ -521,11 +521,16 @@ impl Inner {
         st.generation += 1;
         let ended = st.tied.as_ref().and_then(Dedicated::ended);
         let interval = (self.opts.lease / 3).max(Duration::from_millis(1));
+        // The key's lifecycle events (all but an acquisition) check at once:
+        // subscribed before the acquisition returns when that needs no
+        // network wait, else by the watch task.
+        let events = HoldEvents::start(&self.pool.target, self.key());
         st.watch = Some(AbortOnDrop(tokio::spawn(watch_hold(
             Arc::downgrade(self),
             st.generation,
             ended,
             interval,
+            events,
         ))));
     }
 
@@ -616,16 +621,86 @@ async fn ended_of(ended: &mut Option<watch::Receiver<bool>>) {
     }
 }
 
-/// Watches one hold: its connection's end at once, a check every interval.
+/// A hold's lifecycle events on the library's subscriber connection (see
+/// [`crate::events`]), each (but an acquisition) poking the hold's watch.
+pub(crate) struct HoldEvents {
+    target: Target,
+    key: Vec<u8>,
+    poke: Arc<tokio::sync::Notify>,
+    events: std::result::Result<Option<crate::events::Subscription>, ()>,
+}
+
+impl HoldEvents {
+    /// Subscribes now when that needs no network wait (else
+    /// [`HoldEvents::follow`] does, off the runtime).
+    pub(crate) fn start(target: &Target, key: &[u8]) -> HoldEvents {
+        let poke = Arc::new(tokio::sync::Notify::new());
+        let events = crate::events::follow_now(
+            &crate::pool::Pool::for_target(target),
+            key,
+            poke_on_event(&poke),
+        );
+        HoldEvents {
+            target: target.clone(),
+            key: key.to_vec(),
+            poke,
+            events,
+        }
+    }
+
+    /// The subscription (None: no events; the periodic check remains) and
+    /// what it pokes.
+    pub(crate) async fn follow(
+        self,
+    ) -> (
+        Option<crate::events::Subscription>,
+        Arc<tokio::sync::Notify>,
+    ) {
+        let sub = match self.events {
+            Ok(s) => s,
+            Err(()) => {
+                let (target, key, poke) = (self.target, self.key, Arc::clone(&self.poke));
+                tokio::task::spawn_blocking(move || {
+                    let pool = crate::pool::Pool::for_target(&target);
+                    crate::events::follow(&pool, &key, poke_on_event(&poke))
+                })
+                .await
+                .ok()
+                .flatten()
+            }
+        };
+        (sub, self.poke)
+    }
+}
+
+fn poke_on_event(poke: &Arc<tokio::sync::Notify>) -> crate::events::Callback {
+    let poke = Arc::clone(poke);
+    Arc::new(move |event: &str| {
+        if event != "lock.acquired" {
+            poke.notify_one();
+        }
+    })
+}
+
+/// Watches one hold: its connection's end at once, a check every interval
+/// and at each of the key's lifecycle events.
 /// Holds only a weak reference, so a forgotten Lock does not live forever.
 async fn watch_hold(
     inner: std::sync::Weak<Inner>,
     generation: u64,
     mut ended: Option<watch::Receiver<bool>>,
     interval: Duration,
+    events: HoldEvents,
 ) {
+    let (_events, poke) = events.follow().await;
     loop {
         tokio::select! {
+            _ = poke.notified() => {
+                let Some(inner) = inner.upgrade() else { return };
+                if !inner.check(generation, &mut ended).await {
+                    return;
+                }
+            }
             _ = ended_of(&mut ended) => {
                 if let Some(inner) = inner.upgrade() {
                     inner.connection_ended(generation).await;

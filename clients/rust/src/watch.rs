@@ -12,8 +12,8 @@
 //!   did not follow it). A FORCERELEASE, a lapsed lease or a failover that
 //!   lost it shows there.
 //!
-//! Lifecycle keyspace events (`lock.*`, class `d`) will be a third source:
-//! an event for the key then triggers a check at once.
+//! - lifecycle keyspace events (`lock.*`, class `d`, see [`crate::events`]):
+//!   an event for the key triggers the check at once ([`Monitor::poke`]).
 //!
 //! Nothing here knows about locks.
 
@@ -98,6 +98,19 @@ impl Monitor {
             .get_mut(&id)
         {
             e.fd = fd;
+        }
+        self.wake();
+    }
+
+    /// Runs the check of `id` now (an event said the key changed).
+    pub fn poke(&self, id: u64) {
+        if let Some(e) = self
+            .entries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(&id)
+        {
+            e.due = Instant::now();
         }
         self.wake();
     }
