@@ -544,13 +544,17 @@ impl Semaphore {
         Ok(got.map(|mut permits| permits.taken = true).is_some())
     }
 
-    /// Releases `n` anonymous permits; returns those available.
+    /// Releases `n` anonymous permits; returns those available. The call
+    /// runs in a task of its own: a release whose caller stops awaiting it
+    /// (a cancelled task, a timeout) still reaches the server, since
+    /// anonymous permits have no owner that could find them again.
     pub async fn release(&self, n: u64) -> Result<i64> {
-        p::int(
-            &self
-                .call(&f::sem_release_cmd(&self.name, f::count(n)?))
-                .await?,
-        )
+        let cmd = f::sem_release_cmd(&self.name, f::count(n)?);
+        let (pool, name) = (Arc::clone(&self.pool), self.name.clone());
+        let timeout = p::response_timeout(Wait::No, &self.opts);
+        tokio::spawn(async move { p::int(&pool.call(name.as_bytes(), &cmd, timeout).await?) })
+            .await
+            .unwrap_or_else(|_| Err(no_answer()))
     }
 
     async fn take_lease(&self, n: u64, wait: Wait) -> Result<Acquired<Lease>> {
