@@ -354,11 +354,11 @@ fn why_missed(what: &str) -> &'static str {
         ),
         (
             "Redisson script ÷ hashlock",
-            "Redisson's semaphore scripts are short (a GET, then DECRBY or INCRBY); the native command also replicates its effect with `RedisModule_Replicate` (about 3,000 instructions a call on Redis 7.0, a quarter of `SEMAPHORE.ACQUIRE`), looks at the lease set `{key}:timeout` and records its metrics. Counted in instructions (`bench/callgrind.sh`) the gain is about 1.8× for ACQUIRE/RELEASE and 2.2× for LEASE/RETURN; the µs figures swing between runs on this machine.",
+            "Redisson's semaphore scripts are short (a GET, then DECRBY or INCRBY); the native command also replicates its effect with `RedisModule_Replicate` (about 2,800 instructions a call on Redis 7.0, a quarter of `SEMAPHORE.ACQUIRE`), looks at the lease set `{key}:timeout` and records its metrics. Counted in instructions (`bench/callgrind.sh`) the gain is 2.1× for ACQUIRE (10,404 against 21,606), 2.0× for RELEASE (11,934 against 23,652), 2.2× for LEASE and 1.7–2.2× for RETURN (Redisson's release script costs 43,600–55,900 as its set varies); the µs figures swing between runs on this machine.",
         ),
         (
             "Redisson scripts ÷ hashlock",
-            "the releases are about 3–4× cheaper than Redisson's scripts, the acquisitions hardly (WRITE: about even): a grant replicates its effects (`RedisModule_Replicate`: about 11,500 of the 58,000 instructions of `RWLOCK.ACQUIRE … READ`) and files its hold's deadline and metrics. Counted in instructions (`bench/callgrind.sh`) the gain is about 2.2× for READ and for WRITE; the µs figures swing between runs on this machine.",
+            "the releases are about 3–4× cheaper than Redisson's scripts, the acquisitions hardly (WRITE: about even): a grant replicates its effects (`RedisModule_Replicate`: about 8,900 of the 54,000 instructions of `RWLOCK.ACQUIRE … READ`) and files its hold's deadline and metrics. Counted in instructions (`bench/callgrind.sh`) the gain is 2.3× for READ and 2.4× for WRITE acquire + release; the µs figures swing between runs on this machine.",
         ),
     ];
     reasons
