@@ -46,8 +46,7 @@ unit:
 
 # The reliability suite's long runs (churn, crash, failover, fuzz, leaks,
 # cluster, semaphores, read-write and multi-key locks, valgrind); prints the
-# figures and writes them to
-# target/reliability/soak.md.
+# figures and writes them to target/reliability/soak.md.
 soak: build
 	@scripts/deps.sh test
 	@command -v valgrind >/dev/null && command -v strace >/dev/null || \
