@@ -1813,6 +1813,73 @@ fn hold_memory_comes_back(kind: Kind) {
     );
 }
 
+/// Lapsed holds are settled by the module's job batches, and Valkey (like
+/// Redis >= 7.2) expires keys by the time taken when a batch began: a batch
+/// that started in millisecond d and ran into d+1 still saw a lock with
+/// deadline d as live while the module's clock said it had lapsed. The hold
+/// was filed again and taken out again in the same pass, for ever: the
+/// server answered nothing (first seen under R8's multi-key churn). Here 800
+/// locks whose deadlines are spread over 200 ms, each with a queued waiter
+/// (one hand-on per lock: batches that cross millisecond boundaries), with
+/// lifecycle events on: the server must keep answering PING. (Before the
+/// fix it stopped answering in every trial on Valkey.)
+fn settling_lapsed_holds_never_loops(kind: Kind) {
+    const KEYS: usize = 800;
+    testkit::raise_fd_limit(2 * KEYS as u64 + 1000);
+    let s = Server::start(kind);
+    notify(&s, "Kd");
+    let mut c = s.client();
+    let keys: Vec<String> = (0..KEYS).map(|i| format!("spread:{i}")).collect();
+    let leases: Vec<String> = (0..KEYS).map(|i| (400 + i % 200).to_string()).collect();
+    let cmds: Vec<Vec<&str>> = keys
+        .iter()
+        .zip(&leases)
+        .map(|(k, px)| vec!["LOCK.ACQUIRE", k.as_str(), "h", "PX", px.as_str()])
+        .collect();
+    let refs: Vec<&[&str]> = cmds.iter().map(|v| v.as_slice()).collect();
+    c.send_pipeline(&refs);
+    for k in &keys {
+        assert_eq!(c.read_reply(), Reply::Int(1), "{kind}: {k}");
+    }
+    let mut waiters: Vec<Client> = Vec::with_capacity(KEYS);
+    for k in &keys {
+        let mut w = s.client();
+        w.send(&[
+            "LOCK.ACQUIRE",
+            k.as_str(),
+            "w",
+            "PX",
+            "30000",
+            "BLOCK",
+            "5000",
+        ]);
+        waiters.push(w);
+    }
+    // The deadlines pass within ~600 ms of the first acquisition.
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until {
+        let mut p = s.client();
+        p.send(&["PING"]);
+        let t0 = Instant::now();
+        let reply = p.try_read_reply(Duration::from_secs(5));
+        assert_eq!(
+            reply,
+            Some(Reply::Status("PONG".into())),
+            "{kind}: the server did not answer PING within 5 s (after {:?})",
+            t0.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Every waiter got its lock in the end.
+    for (k, w) in keys.iter().zip(&mut waiters) {
+        assert_eq!(
+            w.try_read_reply(Duration::from_secs(5)),
+            Some(Reply::Int(1)),
+            "{kind}: {k}"
+        );
+    }
+}
+
 per_kind!(
     one_event_per_change,
     events_follow_the_setting,
@@ -1826,6 +1893,7 @@ per_kind!(
     waiters_on_a_replica,
     wait_and_hold_metrics,
     hold_memory_comes_back,
+    settling_lapsed_holds_never_loops,
     lapsed_hold_is_a_sample,
     latency_events,
     collector_returns_info_lock,
