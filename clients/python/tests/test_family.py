@@ -268,8 +268,15 @@ def test_semaphore_asyncio_cancelled_waits_are_never_granted(server, key):
             waiting = asyncio.ensure_future(sem.lease(timeout=30) if lease else sem.acquire(timeout=30))
             while len(await c.execute_command("LOCK.WAITERS", key)) != 1:
                 await asyncio.sleep(0.001)
-            await sem.release()  # sent; the cancellation comes in the same tick
-            waiting.cancel()
+            if trial % 4 >= 2:
+                # The cancellation first, the release racing it: on a busy
+                # machine the grant can win every race of the other order.
+                release = asyncio.ensure_future(sem.release())
+                waiting.cancel()
+                await release
+            else:
+                await sem.release()  # sent; the cancellation comes in the same tick
+                waiting.cancel()
             try:
                 got = await waiting
             except asyncio.CancelledError:
@@ -429,8 +436,15 @@ def test_rwlock_asyncio_cancelled_waits_are_never_granted(server, key):
             waiting = asyncio.ensure_future(writer.write(timeout=30))
             while len(await c.execute_command("LOCK.WAITERS", key)) != 1:
                 await asyncio.sleep(0.001)
-            await hold.release()
-            waiting.cancel()
+            if trial % 2:
+                # The cancellation first, the release racing it: on a busy
+                # machine the grant can win every race of the other order.
+                release = asyncio.ensure_future(hold.release())
+                waiting.cancel()
+                await release
+            else:
+                await hold.release()
+                waiting.cancel()
             try:
                 got = await waiting
                 await got.release()  # granted before the cancellation reached it
