@@ -403,6 +403,7 @@ mod tests {
         assert_eq!(score_text(1.5), b"1.5");
         let odd = 0.1 + 0.2;
         assert_eq!(
+            // ok: a test; score_text writes ASCII digits.
             String::from_utf8(score_text(odd))
                 .unwrap()
                 .parse::<f64>()
