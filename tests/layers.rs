@@ -92,7 +92,12 @@ fn expand_one(text: &str, open: usize, close: usize) -> String {
             }
         })
         .collect();
-    format!("{}{}{}", &text[..start], items.join(", "), &text[close + 1..])
+    format!(
+        "{}{}{}",
+        &text[..start],
+        items.join(", "),
+        &text[close + 1..]
+    )
 }
 
 /// Every `crate::glue::a::b` or `super::...` path in `text`, resolved to

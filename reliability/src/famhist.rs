@@ -333,11 +333,12 @@ impl Follower {
                 }
                 "R" | "X" => {
                     if let (Some(mut c), Some(out)) = (self.open.take(), Out::decode(rest))
-                        && c.seq == seq {
-                            c.ret = Some((at, out));
-                            c.recovered = kind == "X";
-                            done.push(c);
-                        }
+                        && c.seq == seq
+                    {
+                        c.ret = Some((at, out));
+                        c.recovered = kind == "X";
+                        done.push(c);
+                    }
                 }
                 _ => {}
             }

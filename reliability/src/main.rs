@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 
 use hashlock_reliability::report::Section;
 use hashlock_reliability::{
-    churn, cluster_churn, cluster_worker, crash, failover, fuzz, leaks, rwmulti, semaphores, servers,
+    churn, cluster_churn, cluster_worker, crash, failover, fuzz, leaks, rwmulti, semaphores,
+    servers,
 };
 use testkit::{KINDS, Kind};
 
@@ -158,7 +159,12 @@ fn main() -> ExitCode {
                 v.released_by_proxy
             );
             for x in &v.over_examples {
-                println!("over at {}: {} held: {}", x.at, x.held, x.holders.join("; "));
+                println!(
+                    "over at {}: {} held: {}",
+                    x.at,
+                    x.held,
+                    x.holders.join("; ")
+                );
             }
             for a in v.anomalies.iter().take(20) {
                 println!("anomaly: {a}");
@@ -236,7 +242,8 @@ fn main() -> ExitCode {
                     "leaks",
                     "reload",
                     "cluster",
-                    "semaphores", "rwmulti",
+                    "semaphores",
+                    "rwmulti",
                 ],
                 one => vec![one],
             };

@@ -62,7 +62,11 @@ impl fmt::Display for Window {
             self.mode,
             self.owner,
             self.start,
-            if self.end == TIED { "tied".into() } else { self.end.to_string() },
+            if self.end == TIED {
+                "tied".into()
+            } else {
+                self.end.to_string()
+            },
             (self.end.min(self.start + 3_600_000 * MS) - self.start) as f64 / 1e6,
             self.process,
             self.seq
@@ -219,7 +223,11 @@ impl Scan<'_> {
                 // Re-entry: a write (or plain) lock's lease is set from now;
                 // another read hold has its own, the window ends at the
                 // earliest.
-                w.end = if mode == Mode::Read { w.end.min(end) } else { end };
+                w.end = if mode == Mode::Read {
+                    w.end.min(end)
+                } else {
+                    end
+                };
             }
             _ => {
                 let old = st.open.insert(
@@ -411,9 +419,7 @@ impl Scan<'_> {
                             self.anomaly(c, "a grant of another number of keys");
                             return;
                         }
-                        let fresh = keys
-                            .iter()
-                            .all(|k| self.holds(k, owner, Mode::Excl) == 0)
+                        let fresh = keys.iter().all(|k| self.holds(k, owner, Mode::Excl) == 0)
                             || items.iter().all(|i| *i == Item::Int(1));
                         for (k, i) in keys.iter().zip(items) {
                             let Item::Int(n) = i else {
@@ -452,7 +458,10 @@ impl Scan<'_> {
                             };
                             let expected = self.holds(k, owner, Mode::Excl) - 1;
                             if self.open_at(k, owner, Mode::Excl, *t) && left != expected {
-                                self.anomaly(c, format!("{k}: {left} holds left, expected {expected}"));
+                                self.anomaly(
+                                    c,
+                                    format!("{k}: {left} holds left, expected {expected}"),
+                                );
                             }
                             self.released(c, k, owner, Mode::Excl, Some(left));
                         }
@@ -713,7 +722,10 @@ mod tests {
     #[test]
     fn leases_and_kills() {
         // A plain writer walks away (PX 100); a reader enters at 120 ms.
-        let w = hist("w", "I 0 0 RWLOCK.ACQUIRE k a WRITE PX 100\nR 0 1000000 INT 1\n");
+        let w = hist(
+            "w",
+            "I 0 0 RWLOCK.ACQUIRE k a WRITE PX 100\nR 0 1000000 INT 1\n",
+        );
         let r = hist(
             "r",
             "I 0 5000000 RWLOCK.ACQUIRE k b READ PX 100 BLOCK 500\nR 0 120000000 INT 1\n",

@@ -29,8 +29,8 @@
 //! let go 50 ms late: both must show overlaps).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use testkit::rng::Rng;
@@ -362,8 +362,12 @@ fn observe(port: u16, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Observed
                 .iter()
                 .zip(infos)
                 .filter_map(|(k, i)| {
-                    i.map_get("owner")
-                        .map(|o| (k.as_str(), String::from_utf8_lossy(o.as_bytes()).into_owned()))
+                    i.map_get("owner").map(|o| {
+                        (
+                            k.as_str(),
+                            String::from_utf8_lossy(o.as_bytes()).into_owned(),
+                        )
+                    })
                 })
                 .collect();
             o.samples += 1;
@@ -397,7 +401,9 @@ fn observe(port: u16, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Observed
                             .map(|(k, i)| {
                                 format!(
                                     "{k}: {} ttl {:?} holds {:?}",
-                                    i.map_get("owner").map_or(String::new(), |o| String::from_utf8_lossy(o.as_bytes()).into_owned()),
+                                    i.map_get("owner").map_or(String::new(), |o| {
+                                        String::from_utf8_lossy(o.as_bytes()).into_owned()
+                                    }),
                                     i.map_get("ttl"),
                                     i.map_get("holds")
                                 )
@@ -450,7 +456,15 @@ fn key_by_key(port: u16, stop: Arc<AtomicBool>, seed: u64) -> std::thread::JoinH
             let mut got = Vec::new();
             for k in [a, b] {
                 let key = format!("m{k}");
-                let args = vec![s("LOCK.ACQUIRE"), key.clone(), owner.clone(), s("PX"), s("300"), s("BLOCK"), s("100")];
+                let args = vec![
+                    s("LOCK.ACQUIRE"),
+                    key.clone(),
+                    owner.clone(),
+                    s("PX"),
+                    s("300"),
+                    s("BLOCK"),
+                    s("100"),
+                ];
                 if call(&mut c, args, &mut calls) != Out::Int(1) {
                     break;
                 }
@@ -459,7 +473,11 @@ fn key_by_key(port: u16, stop: Arc<AtomicBool>, seed: u64) -> std::thread::JoinH
             }
             std::thread::sleep(Duration::from_millis(2));
             for key in got {
-                call(&mut c, vec![s("LOCK.RELEASE"), key, owner.clone()], &mut calls);
+                call(
+                    &mut c,
+                    vec![s("LOCK.RELEASE"), key, owner.clone()],
+                    &mut calls,
+                );
             }
             std::thread::sleep(Duration::from_millis(20 + rng.below(30)));
         }
@@ -472,7 +490,10 @@ fn key_by_key(port: u16, stop: Arc<AtomicBool>, seed: u64) -> std::thread::JoinH
 }
 
 /// `*.closed` keyspace events of every key (mono ns, key, event).
-fn subscribe(port: u16, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<(u64, String, String)>> {
+fn subscribe(
+    port: u16,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Vec<(u64, String, String)>> {
     let mut c = Client::connect(port);
     c.cmd(&["PSUBSCRIBE", "__keyspace@0__:*"]);
     std::thread::spawn(move || {
@@ -481,13 +502,15 @@ fn subscribe(port: u16, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<(u
             if let Some(r) = c.try_read_reply(Duration::from_millis(50)) {
                 let at = mono_ns();
                 if let Reply::Array(a) | Reply::Push(a) = &r
-                    && a.len() == 4 && a[0].as_bytes() == b"pmessage" {
-                        let event = String::from_utf8_lossy(a[3].as_bytes()).into_owned();
-                        if event.ends_with(".closed") {
-                            let key = String::from_utf8_lossy(a[2].as_bytes()).into_owned();
-                            events.push((at, key, event));
-                        }
+                    && a.len() == 4
+                    && a[0].as_bytes() == b"pmessage"
+                {
+                    let event = String::from_utf8_lossy(a[3].as_bytes()).into_owned();
+                    if event.ends_with(".closed") {
+                        let key = String::from_utf8_lossy(a[2].as_bytes()).into_owned();
+                        events.push((at, key, event));
                     }
+                }
             }
         }
         events
@@ -693,7 +716,11 @@ pub fn run(cfg: &Config) -> Outcome {
                         kills.push(Kill {
                             name: p.name(),
                             at: k.at,
-                            tied_keys: if p.id < KEEPALIVE_WORKERS { tied_keys(&h) } else { Vec::new() },
+                            tied_keys: if p.id < KEEPALIVE_WORKERS {
+                                tied_keys(&h)
+                            } else {
+                                Vec::new()
+                            },
                             closed_ms: None,
                         });
                     }
@@ -758,8 +785,7 @@ pub fn run(cfg: &Config) -> Outcome {
             .iter()
             .find(|(t, key, _)| {
                 *t >= k.at
-                    && k
-                        .tied_keys
+                    && k.tied_keys
                         .iter()
                         .any(|tk| key.ends_with(&format!(":{tk}")))
             })
@@ -794,7 +820,12 @@ pub fn run(cfg: &Config) -> Outcome {
 }
 
 /// Runs every server × protocol × workload and renders the section.
-pub fn section(kinds: &[Kind], protos: &[bool], duration: Duration, kill_every: Duration) -> Section {
+pub fn section(
+    kinds: &[Kind],
+    protos: &[bool],
+    duration: Duration,
+    kill_every: Duration,
+) -> Section {
     let mut s = Section::new("R8 Read-write and multi-key locks under churn");
     s.line(format!(
         "16 worker processes per run, {} s per run, one frozen and SIGKILLed every ~{:.0} s and restarted (every other kill one of \
@@ -877,7 +908,9 @@ pub fn section(kinds: &[Kind], protos: &[bool], duration: Duration, kill_every: 
                     s.check(ob.control_partial > 0, || {
                         format!("{what}: control: the observer never saw the key-by-key thread holding part of its set")
                     });
-                    s.check(ob.whole_sets > 0, || format!("{what}: the observer never saw a whole set held"));
+                    s.check(ob.whole_sets > 0, || {
+                        format!("{what}: the observer never saw a whole set held")
+                    });
                 }
                 for x in &o.starved {
                     s.fail(format!("{what}: no progress: {x}"));
@@ -922,7 +955,9 @@ pub fn section(kinds: &[Kind], protos: &[bool], duration: Duration, kill_every: 
         }
     }
     for (w, (tied_kills, tripled, late)) in per_workload {
-        s.check(tied_kills > 0, || format!("{w}: no worker was killed holding a tied lock"));
+        s.check(tied_kills > 0, || {
+            format!("{w}: no worker was killed holding a tied lock")
+        });
         s.check(tripled > 0, || {
             format!("{w}: control: no overlap with leases taken 3x longer: no lease lapsed under a waiter")
         });

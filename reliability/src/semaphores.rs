@@ -337,9 +337,11 @@ fn subscribe(port: u16, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<(u
             if let Some(r) = c.try_read_reply(Duration::from_millis(50)) {
                 let at = mono_ns();
                 if let Reply::Array(a) | Reply::Push(a) = &r
-                    && a.len() == 3 && a[0].as_bytes() == b"message" {
-                        events.push((at, String::from_utf8_lossy(a[2].as_bytes()).into_owned()));
-                    }
+                    && a.len() == 3
+                    && a[0].as_bytes() == b"message"
+                {
+                    events.push((at, String::from_utf8_lossy(a[2].as_bytes()).into_owned()));
+                }
             }
         }
         events
@@ -816,7 +818,9 @@ pub fn section(
             ));
         }
     }
-    s.check(!returned.is_empty(), || "no worker was killed holding KEEPALIVE permits".into());
+    s.check(!returned.is_empty(), || {
+        "no worker was killed holding KEEPALIVE permits".into()
+    });
     s.check(controls.0 > 0, || {
         "control: no oversell found with leases taken 3x longer: the checker was not exercised"
             .into()

@@ -427,12 +427,14 @@ fn scan(
                     None => {
                         // It may have shortened the lease.
                         if let Some(l) = leases.get_mut(&id)
-                            && !tied && renewed.end() < l.end() {
-                                *l = Lease {
-                                    start: l.start,
-                                    ..renewed
-                                };
-                            }
+                            && !tied
+                            && renewed.end() < l.end()
+                        {
+                            *l = Lease {
+                                start: l.start,
+                                ..renewed
+                            };
+                        }
                     }
                     Some((_, out)) if tolerated(out) => {}
                     Some(_) => anomaly(v, c, "expected 1 or 0".into()),

@@ -410,7 +410,8 @@ pub fn run(cfg: &Config) -> Outcome {
             problems.extend(servers::log_problems(&s.log()));
         }
     }
-    let mut results = Arc::try_unwrap(results).expect("workers joined")
+    let mut results = Arc::try_unwrap(results)
+        .expect("workers joined")
         .into_inner()
         .unwrap();
     results.sort_by_key(|(id, _)| *id);

@@ -4,8 +4,8 @@
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use crate::core::{Lease, LockError};
 use crate::core::request::{MAX_REPLICAS, Replicas};
+use crate::core::{Lease, LockError};
 
 pub const DEFAULT_LEASE_MS: i64 = Lease::WATCHDOG_DEFAULT.millis();
 /// Ten years: a larger default is almost certainly a typo.

@@ -34,8 +34,8 @@ use crate::glue::runtime::hooks::{self, EventKind, Hooks, ServerEvent};
 use crate::glue::scheduler::{self, Job};
 use crate::glue::stats;
 use crate::glue::store::ids::ClientId;
-use crate::glue::store::{lifecycle, metrics};
 use crate::glue::store::{QueueKey, is_own_event, server};
+use crate::glue::store::{lifecycle, metrics};
 use crate::glue::waiting::{self, acks, queues, rwlock, ties};
 
 thread_local! {
@@ -108,8 +108,7 @@ pub fn watch_lease_sets(ctx: Ctx) -> LockResult<()> {
     if WATCHING_LEASE_SETS.with(Cell::get) {
         return Ok(());
     }
-    if !hooks::subscribe_keyspace::<LeaseSets>(ctx, raw::REDISMODULE_NOTIFY_ZSET)
-    {
+    if !hooks::subscribe_keyspace::<LeaseSets>(ctx, raw::REDISMODULE_NOTIFY_ZSET) {
         return Err(LockError::Internal(
             "cannot subscribe to keyspace events".into(),
         ));
@@ -269,10 +268,16 @@ impl Hooks for Events {
                 if names.iter().any(|n| eviction::concerns(n)) {
                     eviction::check(ctx);
                 }
-                if names.iter().any(|n| n.to_bytes() == b"notify-keyspace-events") {
+                if names
+                    .iter()
+                    .any(|n| n.to_bytes() == b"notify-keyspace-events")
+                {
                     lifecycle::refresh(ctx);
                 }
-                if names.iter().any(|n| n.to_bytes() == b"latency-monitor-threshold") {
+                if names
+                    .iter()
+                    .any(|n| n.to_bytes() == b"latency-monitor-threshold")
+                {
                     metrics::refresh(ctx);
                 }
             }

@@ -27,8 +27,8 @@ use super::runtime::timer::{self, Timer};
 use super::store::ids::{AckId, ClientId, TieKind, WaiterId};
 use super::store::{Holder, QueueKey, server};
 use crate::core::Millis;
-use crate::core::semaphore::PermitId;
 use crate::core::rwlock::{RenewUndo, RwMode};
+use crate::core::semaphore::PermitId;
 
 /// Longest stretch of jobs run in one go.
 const BUDGET: Duration = Duration::from_millis(1);

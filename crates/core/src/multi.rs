@@ -124,7 +124,11 @@ pub fn acquire<S: LockStore>(
     // One deadline for the whole set, from the earliest clock any key was
     // opened at: keys opened across a millisecond boundary would otherwise
     // lapse one by one (a partial hold at the end of the lease).
-    let now = locks.iter().map(|lock| lock.now()).min().unwrap_or_default();
+    let now = locks
+        .iter()
+        .map(|lock| lock.now())
+        .min()
+        .unwrap_or_default();
     let deadline = claim.lease.deadline_from(now)?;
     let held = holdings(locks, claim.owner)?;
     let mut counts = Vec::with_capacity(held.len());
@@ -436,19 +440,25 @@ mod tests {
     /// server).
     #[test]
     fn one_deadline_for_the_set_whatever_clock_each_key_was_opened_at() {
-        let mut d = vec![MemoryDb::new(1000), MemoryDb::new(1001), MemoryDb::new(1001)];
+        let mut d = vec![
+            MemoryDb::new(1000),
+            MemoryDb::new(1001),
+            MemoryDb::new(1001),
+        ];
         assert_eq!(
             macq(&mut d, b"a", 100, &[false; 3]),
             Ok(Some(vec![1, 1, 1]))
         );
-        let deadlines: Vec<Option<i64>> = d.iter().zip(KEYS).map(|(db, k)| db.deadline(k)).collect();
+        let deadlines: Vec<Option<i64>> =
+            d.iter().zip(KEYS).map(|(db, k)| db.deadline(k)).collect();
         assert_eq!(deadlines, vec![Some(1100); 3]);
         // A re-entry too (clocks 1010, 1011, 1011).
         for db in &mut d {
             db.advance(10);
         }
         assert_eq!(macq(&mut d, b"a", 100, &[true; 3]), Ok(Some(vec![2, 2, 2])));
-        let deadlines: Vec<Option<i64>> = d.iter().zip(KEYS).map(|(db, k)| db.deadline(k)).collect();
+        let deadlines: Vec<Option<i64>> =
+            d.iter().zip(KEYS).map(|(db, k)| db.deadline(k)).collect();
         assert_eq!(deadlines, vec![Some(1110); 3]);
     }
 

@@ -155,5 +155,4 @@ mod tests {
         assert!(!all_same_slot(&[&b"foo"[..], b"bar"]));
         assert!(all_same_slot::<&[u8]>(&[]));
     }
-
 }

@@ -13,14 +13,14 @@ use crate::glue::scheduler::Job;
 use crate::glue::stats;
 use crate::glue::store::lifecycle::{self, Event};
 use crate::glue::store::metrics::{self, Family};
-use crate::glue::waiting::holds;
 use crate::glue::store::{LockKey, Mode, QueueKey, derived};
 use crate::glue::waiting::acks::Answer;
 use crate::glue::waiting::delivery::Verify;
-use crate::glue::waiting::slot::Wake;
-use crate::glue::waiting::queues::{self, Ask, LockAsk};
-use crate::glue::waiting::ties::{self, Granted as HowGranted, TieKind};
+use crate::glue::waiting::holds;
 use crate::glue::waiting::lock;
+use crate::glue::waiting::queues::{self, Ask, LockAsk};
+use crate::glue::waiting::slot::Wake;
+use crate::glue::waiting::ties::{self, Granted as HowGranted, TieKind};
 
 pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
     let req = request::parse_acquire(args)?;
@@ -58,7 +58,14 @@ pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
             let how = if holds == 1 {
                 stats::ACQUIRED.bump();
                 metrics::immediate(Family::Lock);
-                holds::start(ctx, Family::Lock, db, key.as_ref(), owner.as_ref(), deadline);
+                holds::start(
+                    ctx,
+                    Family::Lock,
+                    db,
+                    key.as_ref(),
+                    owner.as_ref(),
+                    deadline,
+                );
                 lifecycle::fire(ctx, Event::LockAcquired, key);
                 HowGranted::Fresh
             } else {
@@ -66,7 +73,15 @@ pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
                 holds::renewed(ctx, db, key.as_ref(), owner.as_ref(), deadline);
                 HowGranted::ReEntry
             };
-            let tie = ties::decide(db, key.as_ref(), owner.as_ref(), TieKind::Lock, how, tie_to, lease);
+            let tie = ties::decide(
+                db,
+                key.as_ref(),
+                owner.as_ref(),
+                TieKind::Lock,
+                how,
+                tie_to,
+                lease,
+            );
             let Some(replicas) = replicas else {
                 if let Some(change) = tie {
                     ties::apply(ctx, change);

@@ -18,8 +18,8 @@ use crate::glue::store::ids::{ClientId, WaiterId};
 use crate::glue::store::server;
 use crate::glue::waiting::acks::{self, Answer};
 use crate::glue::waiting::handle::Blocked;
-use crate::glue::waiting::slot::Stage;
 use crate::glue::waiting::queues::{self, Waiter};
+use crate::glue::waiting::slot::Stage;
 
 /// The call being served. The context flags are read once, and only by a
 /// call that needs them (they cost a full GetContextFlags).

@@ -26,7 +26,10 @@ pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
         ("owner", Reply::Bulk(holder.owner)),
         ("holds", Reply::Int(holder.holds)),
         ("ttl", Reply::Int(holder.ttl.unwrap_or(-1))),
-        ("waiters", Reply::Int(i64::try_from(waiters).unwrap_or(i64::MAX))),
+        (
+            "waiters",
+            Reply::Int(i64::try_from(waiters).unwrap_or(i64::MAX)),
+        ),
         ("keepalive", Reply::Int(i64::from(keepalive))),
         ("token", Reply::Int(holder.token)),
     ]))

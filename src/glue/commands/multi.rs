@@ -54,7 +54,9 @@ pub fn acquire(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
             for ((lock, &holds), &queued) in locks.iter_mut().zip(&counts).zip(&queued) {
                 if holds == 1 {
                     stats::ACQUIRED.bump();
-                    crate::glue::store::metrics::immediate(crate::glue::store::metrics::Family::Lock);
+                    crate::glue::store::metrics::immediate(
+                        crate::glue::store::metrics::Family::Lock,
+                    );
                     crate::glue::waiting::holds::start(
                         ctx,
                         crate::glue::store::metrics::Family::Lock,

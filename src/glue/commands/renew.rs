@@ -14,8 +14,8 @@ use crate::glue::store::{LockKey, Mode, QueueKey};
 use crate::glue::waiting::acks::Answer;
 use crate::glue::waiting::delivery::Verify;
 use crate::glue::waiting::slot::Wake;
-use crate::glue::waiting::{holds, lock};
 use crate::glue::waiting::ties::{self, Granted as HowGranted, TieKind};
+use crate::glue::waiting::{holds, lock};
 
 pub fn run(ctx: Ctx, args: &[RStr]) -> LockResult<Reply> {
     let req = request::parse_renew(args)?;

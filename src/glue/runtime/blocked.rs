@@ -70,7 +70,12 @@ impl<T: BlockedData> BlockedClient<T> {
             return None;
         };
         // SAFETY: a handle just returned by BlockClientOnKeys.
-        unsafe { rm!(RedisModule_SetDisconnectCallback(bc.as_ptr(), Some(disconnect::<T>))) };
+        unsafe {
+            rm!(RedisModule_SetDisconnectCallback(
+                bc.as_ptr(),
+                Some(disconnect::<T>)
+            ))
+        };
         Some(BlockedClient {
             bc,
             data,
@@ -88,7 +93,12 @@ impl<T: BlockedData> BlockedClient<T> {
     /// client is next served), which sends the answer the data holds.
     pub fn unblock(self) {
         // SAFETY: a handle not yet unblocked (this consumes it).
-        unsafe { rm!(RedisModule_UnblockClient(self.bc.as_ptr(), std::ptr::null_mut())) };
+        unsafe {
+            rm!(RedisModule_UnblockClient(
+                self.bc.as_ptr(),
+                std::ptr::null_mut()
+            ))
+        };
     }
 
     /// The server ended the block itself: drop the handle without

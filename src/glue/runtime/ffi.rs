@@ -248,7 +248,11 @@ impl Ctx {
                     shard_publish(self.0, channel.ptr(), message.ptr());
                 }
                 _ => {
-                    rm!(RedisModule_PublishMessage(self.0, channel.ptr(), message.ptr()));
+                    rm!(RedisModule_PublishMessage(
+                        self.0,
+                        channel.ptr(),
+                        message.ptr()
+                    ));
                 }
             }
         }
@@ -277,7 +281,12 @@ impl Ctx {
         unsafe {
             match (args, replicas_only) {
                 ([Arg::Str(k)], false) => {
-                    rm!(RedisModule_Replicate(self.0, command.as_ptr(), c"s".as_ptr(), k.ptr()));
+                    rm!(RedisModule_Replicate(
+                        self.0,
+                        command.as_ptr(),
+                        c"s".as_ptr(),
+                        k.ptr()
+                    ));
                 }
                 ([Arg::Str(k), Arg::Int(n)], false) => {
                     rm!(RedisModule_Replicate(
@@ -350,7 +359,14 @@ impl Ctx {
     pub fn call_for_bytes(self, command: &CStr, args: &[&RStr]) -> Result<Option<Vec<u8>>, ()> {
         let reply = match args {
             // SAFETY: format `s` with one valid string.
-            [a] => unsafe { rm!(RedisModule_Call(self.0, command.as_ptr(), c"s".as_ptr(), a.ptr())) },
+            [a] => unsafe {
+                rm!(RedisModule_Call(
+                    self.0,
+                    command.as_ptr(),
+                    c"s".as_ptr(),
+                    a.ptr()
+                ))
+            },
             // SAFETY: format `c` with one NUL-terminated string.
             [] => unsafe { rm!(RedisModule_Call(self.0, command.as_ptr(), c"".as_ptr())) },
             _ => return Err(()),
@@ -399,7 +415,12 @@ impl Ctx {
     pub fn call_words(self, command: &CStr, word: &CStr) -> Option<Vec<u8>> {
         // SAFETY: format `c` with one NUL-terminated string.
         let reply = unsafe {
-            rm!(RedisModule_Call(self.0, command.as_ptr(), c"c".as_ptr(), word.as_ptr()))
+            rm!(RedisModule_Call(
+                self.0,
+                command.as_ptr(),
+                c"c".as_ptr(),
+                word.as_ptr()
+            ))
         };
         CallReply::adopt(reply)?.bytes()
     }

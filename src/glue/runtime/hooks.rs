@@ -13,7 +13,9 @@ pub enum ServerEvent<'a> {
     Flushed(Option<i32>),
     SwapDb(i32, i32),
     /// A replica came online (finished its sync) or went offline.
-    Replica { online: bool },
+    Replica {
+        online: bool,
+    },
     BecameReplica,
     BecamePrimary,
     /// A client connection closed (real connections only).
@@ -68,7 +70,13 @@ pub fn subscribe_server<H: Hooks>(ctx: Ctx, kind: EventKind) -> bool {
     let event = raw::RedisModuleEvent { id, dataver: 1 };
     // SAFETY: a live context, an event id the server knows (all exist on
     // 7.0), a callback of the API's signature.
-    let done = unsafe { rm!(RedisModule_SubscribeToServerEvent(ctx.0, event, Some(server::<H>))) };
+    let done = unsafe {
+        rm!(RedisModule_SubscribeToServerEvent(
+            ctx.0,
+            event,
+            Some(server::<H>)
+        ))
+    };
     done == raw::REDISMODULE_OK as c_int
 }
 
@@ -240,7 +248,12 @@ impl ServerInfo {
 
     pub fn text(&self, field: &CStr) -> Option<String> {
         // SAFETY: a live snapshot and a NUL-terminated field name.
-        let p = unsafe { rm!(RedisModule_ServerInfoGetFieldC(self.info.as_ptr(), field.as_ptr())) };
+        let p = unsafe {
+            rm!(RedisModule_ServerInfoGetFieldC(
+                self.info.as_ptr(),
+                field.as_ptr()
+            ))
+        };
         if p.is_null() {
             return None;
         }

@@ -222,7 +222,9 @@ impl RawKey {
         // SAFETY: an open key opened for writing; Truncate sizes (or creates)
         // the string, DMA WRITE then gives exactly `len` writable bytes.
         unsafe {
-            if rm!(RedisModule_StringTruncate(key.as_ptr(), bytes.len())) != raw::REDISMODULE_OK as c_int {
+            if rm!(RedisModule_StringTruncate(key.as_ptr(), bytes.len()))
+                != raw::REDISMODULE_OK as c_int
+            {
                 return;
             }
             let mut len = 0usize;
@@ -266,7 +268,13 @@ impl RawKey {
         };
         let mut deleted: c_int = 0;
         // SAFETY: an open key opened for writing.
-        unsafe { rm!(RedisModule_ZsetRem(key.as_ptr(), member.ptr(), &mut deleted)) };
+        unsafe {
+            rm!(RedisModule_ZsetRem(
+                key.as_ptr(),
+                member.ptr(),
+                &mut deleted
+            ))
+        };
         deleted != 0
     }
 
@@ -275,7 +283,13 @@ impl RawKey {
         let key = self.handle()?;
         let mut score = 0f64;
         // SAFETY: an open sorted set.
-        let found = unsafe { rm!(RedisModule_ZsetScore(key.as_ptr(), member.ptr(), &mut score)) };
+        let found = unsafe {
+            rm!(RedisModule_ZsetScore(
+                key.as_ptr(),
+                member.ptr(),
+                &mut score
+            ))
+        };
         (found == raw::REDISMODULE_OK as c_int).then_some(score)
     }
 
@@ -286,15 +300,25 @@ impl RawKey {
         // SAFETY: an open sorted set; the range is stopped before returning;
         // each element string is ours to free (adopted).
         unsafe {
-            if rm!(RedisModule_ZsetFirstInScoreRange(key.as_ptr(), min, max, 0, 0))
-                != raw::REDISMODULE_OK as c_int
+            if rm!(RedisModule_ZsetFirstInScoreRange(
+                key.as_ptr(),
+                min,
+                max,
+                0,
+                0
+            )) != raw::REDISMODULE_OK as c_int
             {
                 return;
             }
             while rm!(RedisModule_ZsetRangeEndReached(key.as_ptr())) == 0 {
                 let mut score = 0f64;
-                let member = rm!(RedisModule_ZsetRangeCurrentElement(key.as_ptr(), &mut score));
-                let Some(member) = OwnedStr::adopt(member) else { break };
+                let member = rm!(RedisModule_ZsetRangeCurrentElement(
+                    key.as_ptr(),
+                    &mut score
+                ));
+                let Some(member) = OwnedStr::adopt(member) else {
+                    break;
+                };
                 if !f(member.as_ref(), score) {
                     break;
                 }

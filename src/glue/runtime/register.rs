@@ -248,7 +248,10 @@ pub fn numeric_config<T: NumericConfig>(
     max: i64,
     config: &'static T,
 ) -> Result<(), String> {
-    unsafe extern "C" fn get<T: NumericConfig>(_name: *const c_char, data: *mut c_void) -> c_longlong {
+    unsafe extern "C" fn get<T: NumericConfig>(
+        _name: *const c_char,
+        data: *mut c_void,
+    ) -> c_longlong {
         // SAFETY: `data` is the &'static T registered below.
         let config = unsafe { &*(data as *const T) };
         firewall::callback(config.default_value(), || config.get())
@@ -310,13 +313,25 @@ impl InfoSink {
 
     pub fn field(&mut self, name: &CStr, value: u64) {
         // SAFETY: as `section`.
-        unsafe { rm!(RedisModule_InfoAddFieldULongLong(self.0, name.as_ptr(), value)) };
+        unsafe {
+            rm!(RedisModule_InfoAddFieldULongLong(
+                self.0,
+                name.as_ptr(),
+                value
+            ))
+        };
     }
 
     pub fn text(&mut self, name: &CStr, value: &str) {
         let value = CString::new(value.replace('\0', " ")).unwrap_or_default();
         // SAFETY: as `section`; Redis copies the value.
-        unsafe { rm!(RedisModule_InfoAddFieldCString(self.0, name.as_ptr(), value.as_ptr())) };
+        unsafe {
+            rm!(RedisModule_InfoAddFieldCString(
+                self.0,
+                name.as_ptr(),
+                value.as_ptr()
+            ))
+        };
     }
 }
 
@@ -345,7 +360,12 @@ pub fn info(ctx: Ctx, f: fn(&mut InfoSink)) {
 pub unsafe fn init_api(ctx: *mut raw::RedisModuleCtx, name: &CStr, version: c_int) -> bool {
     // SAFETY: the caller's promise.
     let init = unsafe {
-        raw::Export_RedisModule_Init(ctx, name.as_ptr(), version, raw::REDISMODULE_APIVER_1 as c_int)
+        raw::Export_RedisModule_Init(
+            ctx,
+            name.as_ptr(),
+            version,
+            raw::REDISMODULE_APIVER_1 as c_int,
+        )
     };
     init != raw::REDISMODULE_ERR as c_int
 }

@@ -75,7 +75,12 @@ fn send(ctx: Ctx, reply: Reply) {
         Reply::Map(fields) => {
             // A map in RESP3; Redis flattens it to field/value pairs in RESP2.
             // SAFETY: as above.
-            unsafe { rm!(RedisModule_ReplyWithMap(ctx.0, fields.len() as std::ffi::c_long)) };
+            unsafe {
+                rm!(RedisModule_ReplyWithMap(
+                    ctx.0,
+                    fields.len() as std::ffi::c_long
+                ))
+            };
             for (name, value) in fields {
                 bulk(ctx, name.as_bytes());
                 send(ctx, value);

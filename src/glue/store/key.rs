@@ -143,8 +143,10 @@ impl LockStore for LockKey<'_> {
             &created
         };
         self.key.hash_set(owner, value);
-        self.ctx
-            .replicate(c"HSET", &[Arg::Str(self.name), Arg::Str(owner), Arg::Int(holds)]);
+        self.ctx.replicate(
+            c"HSET",
+            &[Arg::Str(self.name), Arg::Str(owner), Arg::Int(holds)],
+        );
         self.notify(raw::REDISMODULE_NOTIFY_HASH, c"hset", self.name);
     }
 

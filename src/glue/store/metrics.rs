@@ -23,7 +23,12 @@ pub enum Family {
 }
 
 impl Family {
-    const ALL: [Family; 4] = [Family::Lock, Family::RwLock, Family::Semaphore, Family::Latch];
+    const ALL: [Family; 4] = [
+        Family::Lock,
+        Family::RwLock,
+        Family::Semaphore,
+        Family::Latch,
+    ];
 
     fn index(self) -> usize {
         self as usize
@@ -195,7 +200,13 @@ pub fn reset() {
 
 /// Every family's figures (INFO).
 pub fn snapshot() -> Vec<(Family, Figures)> {
-    FIGURES.with(|all| Family::ALL.iter().copied().zip(all.borrow().iter().cloned()).collect())
+    FIGURES.with(|all| {
+        Family::ALL
+            .iter()
+            .copied()
+            .zip(all.borrow().iter().cloned())
+            .collect()
+    })
 }
 
 #[cfg(test)]

@@ -18,10 +18,10 @@ mod token;
 
 pub use key::{LockKey, Mode, ONE};
 pub use latch::LatchKey;
-pub use semaphore::SemKey;
 pub use own_event::{OwnEvent, is_own_event};
 pub use queue_key::{Holder, KeyRef, QueueKey};
 pub use rw_key::RwKey;
+pub use semaphore::SemKey;
 
 pub mod derived;
 pub mod ids;

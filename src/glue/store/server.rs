@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 use crate::core::slot::key_slot;
 use crate::glue::runtime::ffi::{Ctx, RStr, raw};
-use crate::glue::runtime::key::{KeyKind, RawKey};
 use crate::glue::runtime::hooks::ServerInfo as Info;
+use crate::glue::runtime::key::{KeyKind, RawKey};
 
 static PRIMARY: AtomicBool = AtomicBool::new(true);
 /// Replicas online, counted at load and then followed through replica

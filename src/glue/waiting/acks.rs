@@ -89,12 +89,7 @@ pub struct TooFew {
 
 /// Parks a blocked call (its writes made) until `replicas` acknowledge
 /// them.
-pub fn wait(
-    ctx: Ctx,
-    handle: Blocked,
-    answer: Answer,
-    replicas: Replicas,
-) -> Result<(), TooFew> {
+pub fn wait(ctx: Ctx, handle: Blocked, answer: Answer, replicas: Replicas) -> Result<(), TooFew> {
     let online = server::online_replicas();
     if online < replicas.count {
         return Err(TooFew {

@@ -207,7 +207,10 @@ pub fn leave(id: PendingId) -> Option<Left> {
     handle.data().stage.replace(Stage::Done);
     handle.forget();
     Some(match grant {
-        Some((_, refusal)) => Left { wake: refusal, undo },
+        Some((_, refusal)) => Left {
+            wake: refusal,
+            undo,
+        },
         None => Left { wake, undo: None },
     })
 }

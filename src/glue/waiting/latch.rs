@@ -22,11 +22,11 @@ use crate::core::latch;
 use crate::core::queue::WaitQueue;
 use crate::core::slot::latch_channel_same_slot;
 use crate::glue::runtime::ffi::{Ctx, OwnedStr, monotonic_us};
-use crate::glue::store::metrics::{self, Family};
 use crate::glue::runtime::reply::Reply;
 use crate::glue::scheduler::{self, Job, JobId, Outcome};
 use crate::glue::stats;
 use crate::glue::store::lifecycle::{self, Event};
+use crate::glue::store::metrics::{self, Family};
 use crate::glue::store::{LatchKey, Mode, OwnEvent, QueueKey, notify, server};
 
 fn cancel_jobs(jobs: Vec<JobId>) {
@@ -78,7 +78,10 @@ pub fn serve(ctx: Ctx, l: &mut LatchKey<'_>) -> usize {
         cancel_jobs(queues::settle(&t.keys));
         cancel_timeout(&t.waiter);
         stats::LATCH_RELEASED_WAITERS.bump();
-        metrics::waited(Family::Latch, monotonic_us().saturating_sub(t.waiter.since_us));
+        metrics::waited(
+            Family::Latch,
+            monotonic_us().saturating_sub(t.waiter.since_us),
+        );
         t.waiter
             .handle
             .deliver(Wake::Reply(Reply::Int(1)), None, None, None);

@@ -23,8 +23,8 @@
 
 use super::acks::{self, Answer};
 use super::delivery::Verify;
-use super::slot::Wake;
 use super::queues::{self, Ask, Waiter};
+use super::slot::Wake;
 use super::ties::{self, Granted as HowGranted, TieKind};
 use crate::core::multi;
 use crate::core::rules::{self, Acquired, Claim, Released};
@@ -32,13 +32,13 @@ use crate::core::store::LockStore;
 use crate::core::{Lease, Millis};
 use crate::glue::store::ids::{ClientId, WaiterId};
 
+use super::holds::{self, LapseCheck};
 use crate::glue::runtime::ffi::{Ctx, OwnedStr, RStr, monotonic_us};
 use crate::glue::runtime::reply::{Granted, Reply};
 use crate::glue::scheduler::{self, Job, Outcome};
 use crate::glue::stats;
 use crate::glue::store::lifecycle::{self, Event};
 use crate::glue::store::metrics::{self, Family};
-use super::holds::{self, LapseCheck};
 use crate::glue::store::{LockKey, Mode, OwnEvent, QueueKey, notify, server};
 
 /// The lock at `lock` was just freed: the next waiter gets it, or the
@@ -105,7 +105,10 @@ pub fn serve(ctx: Ctx, lock: &mut LockKey<'_>) -> bool {
         match rules::acquire(lock, &claim, false) {
             Ok(Acquired::Granted { holds, token }) => {
                 let deadline = claim.lease.deadline_from(lock.now()).ok();
-                metrics::waited(Family::Lock, monotonic_us().saturating_sub(taken.waiter.since_us));
+                metrics::waited(
+                    Family::Lock,
+                    monotonic_us().saturating_sub(taken.waiter.since_us),
+                );
                 holds::start(ctx, Family::Lock, db, key, ask.owner.as_ref(), deadline);
                 lifecycle::fire(ctx, Event::LockAcquired, lock.name());
                 cancel_jobs(queues::settle(&taken.keys));
@@ -198,11 +201,21 @@ fn serve_multi(
     match multi::acquire(&mut locks, &claim, &queued) {
         Ok(Some(counts)) => {
             drop(locks);
-            metrics::waited(Family::Lock, monotonic_us().saturating_sub(taken.waiter.since_us));
+            metrics::waited(
+                Family::Lock,
+                monotonic_us().saturating_sub(taken.waiter.since_us),
+            );
             for (qk, &holds) in taken.keys.iter().zip(&counts) {
                 if holds == 1 {
                     let deadline = ask.lease.deadline_from(ctx.now()).ok();
-                    holds::start(ctx, Family::Lock, qk.db, &qk.name, ask.owner.as_ref(), deadline);
+                    holds::start(
+                        ctx,
+                        Family::Lock,
+                        qk.db,
+                        &qk.name,
+                        ask.owner.as_ref(),
+                        deadline,
+                    );
                     lifecycle::fire(ctx, Event::LockAcquired, &OwnedStr::new(&qk.name));
                 }
             }

@@ -39,14 +39,13 @@ use hashbrown::HashMap;
 
 use super::acks::{self, Answer};
 use super::delivery::Verify;
+use super::holds;
 use super::queues::{self, Ask, Waiter};
 use super::slot::Wake;
 use super::ties::{self, Granted as HowGranted, TieKind};
-use super::holds;
 use crate::core::Millis;
-use crate::core::lease::Lease;
-use crate::glue::store::metrics;
 use crate::core::channel::rwlock_channel;
+use crate::core::lease::Lease;
 use crate::core::rwlock::{
     self, Queued, RenewUndo, RwAcquired, RwClaim, RwMode, Swept, timeout_key_candidates,
 };
@@ -56,6 +55,7 @@ use crate::glue::runtime::reply::{Granted, Reply};
 use crate::glue::scheduler::{self, Job, JobId, Outcome};
 use crate::glue::stats;
 use crate::glue::store::lifecycle::{self, Event};
+use crate::glue::store::metrics;
 use crate::glue::store::{Holder, KeyRef, Mode, QueueKey, RwKey, notify, server};
 
 // ---- serving ----

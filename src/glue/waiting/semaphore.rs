@@ -35,6 +35,7 @@ use hashbrown::HashMap;
 
 use super::acks::{self, Answer};
 use super::delivery::Verify;
+use super::holds;
 use super::queues::{self, Ask, TakenOut, Waiter};
 use super::slot::Wake;
 use super::ties::{self, Change, TieKind};
@@ -44,14 +45,13 @@ use crate::core::queue::WaitQueue;
 use crate::core::semaphore::{self, Grant, PermitId, SemaphoreWaiting, Want};
 use crate::core::slot::semaphore_channel_same_slot;
 use crate::glue::runtime::ffi::{Ctx, OwnedStr, monotonic_us};
-use crate::glue::store::metrics::{self, Family};
-use super::holds;
 use crate::glue::runtime::key::{KeyKind, RawKey};
 use crate::glue::runtime::reply::Reply;
 use crate::glue::scheduler::{self, Job, JobId, Outcome, Permits};
 use crate::glue::stats;
 use crate::glue::store::ids::ClientId;
 use crate::glue::store::lifecycle::{self, Event};
+use crate::glue::store::metrics::{self, Family};
 use crate::glue::store::{KeyRef, Mode, OwnEvent, QueueKey, SemKey, notify, server};
 
 #[derive(Default)]
@@ -295,7 +295,10 @@ pub fn serve(ctx: Ctx, sem: &mut SemKey<'_>) -> bool {
 fn deliver(ctx: Ctx, db: i32, key: &[u8], waiter: Waiter, want: Want, grant: Grant) {
     cancel_timeout(&waiter);
     stats::GRANTED_AFTER_WAIT.bump();
-    metrics::waited(Family::Semaphore, monotonic_us().saturating_sub(waiter.since_us));
+    metrics::waited(
+        Family::Semaphore,
+        monotonic_us().saturating_sub(waiter.since_us),
+    );
     if let Grant::Leased(l) = &grant {
         leased(ctx, db, key, l);
     }

@@ -4,10 +4,10 @@
 use super::holds::LapseCheck;
 use super::queues::{self, Family};
 use super::{latch, lock, rwlock, semaphore};
-use crate::glue::store::metrics::Family as Measured;
 use crate::glue::runtime::ffi::Ctx;
 use crate::glue::scheduler::Outcome;
 use crate::glue::store::ids::TieKind;
+use crate::glue::store::metrics::Family as Measured;
 use crate::glue::store::{Holder, QueueKey};
 
 /// Serves the queue at `qk` (something changed its key, or its head left),
