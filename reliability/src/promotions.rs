@@ -304,6 +304,62 @@ pub(crate) fn streaming(p: &Server, n: usize) -> bool {
     c.cmd(&["WAIT", &n.to_string(), "10000"]) == Reply::Int(n as i64)
 }
 
+/// One failover step of the promotion scenarios: the primary `old` fails
+/// (SIGKILL when `kill`, else SIGSTOP), and of the two replicas the one that
+/// got furthest is promoted. Returns (promoted, the other replica, when it
+/// was promoted).
+pub(crate) fn fail_and_promote(
+    servers: &mut [Server],
+    old: usize,
+    kill: bool,
+    problems: &mut Vec<String>,
+) -> (usize, usize, u64) {
+    if kill {
+        servers[old].kill9();
+    } else {
+        signal(servers[old].pid(), "-STOP");
+    }
+    std::thread::sleep(Duration::from_millis(SETTLE_MS));
+    let others: Vec<usize> = (0..3).filter(|&i| i != old).collect();
+    let best = *others
+        .iter()
+        .max_by_key(|&&i| repl_offset(&servers[i]))
+        .expect("two replicas");
+    let other = others.into_iter().find(|&i| i != best).expect("the other");
+    let promoted = servers[best].client().cmd(&["REPLICAOF", "NO", "ONE"]);
+    let at = mono_ns();
+    if promoted != Reply::Status("OK".into()) {
+        problems.push(format!("REPLICAOF NO ONE answered {promoted:?}"));
+    }
+    (best, other, at)
+}
+
+/// The rest of a failover step once the clients follow `best`: the other
+/// replica follows it too, and the old primary comes back as its replica —
+/// restarted if it was killed, or (stopped) paused a while longer, then
+/// running as a primary for a moment before it is told to follow.
+pub(crate) fn rejoin(
+    servers: &mut [Server],
+    old: usize,
+    best: usize,
+    kill: bool,
+    rng: &mut Rng,
+    p: usize,
+    problems: &mut Vec<String>,
+) {
+    if kill {
+        servers[old].restart();
+    } else {
+        std::thread::sleep(Duration::from_millis(rng.range(50, 400) as u64));
+        signal(servers[old].pid(), "-CONT");
+        std::thread::sleep(Duration::from_millis(rng.below(200)));
+    }
+    servers[old].replica_of(&servers[best]);
+    if !streaming(&servers[best], 2) {
+        problems.push(format!("promotion {p}: replicas did not stream again"));
+    }
+}
+
 fn holders(s: &Server, keys: usize) -> HashMap<String, Option<Vec<u8>>> {
     let mut c = s.client();
     (0..keys)
@@ -364,26 +420,11 @@ pub fn run(cfg: &Config) -> Outcomes {
         std::thread::sleep(Duration::from_millis(churn / 2 + rng.below(churn.max(1))));
         let kill = p % 2 == 0;
         let old = primary;
-        if kill {
-            servers[old].kill9();
-            kills += 1;
-        } else {
-            signal(servers[old].pid(), "-STOP");
-            stops += 1;
+        match kill {
+            true => kills += 1,
+            false => stops += 1,
         }
-        std::thread::sleep(Duration::from_millis(SETTLE_MS));
-        // Promote the replica that got furthest.
-        let others: Vec<usize> = (0..3).filter(|&i| i != old).collect();
-        let best = *others
-            .iter()
-            .max_by_key(|&&i| repl_offset(&servers[i]))
-            .expect("two replicas");
-        let other = others.into_iter().find(|&i| i != best).expect("the other");
-        let promoted = servers[best].client().cmd(&["REPLICAOF", "NO", "ONE"]);
-        let at = mono_ns();
-        if promoted != Reply::Status("OK".into()) {
-            problems.push(format!("REPLICAOF NO ONE answered {promoted:?}"));
-        }
+        let (best, other, at) = fail_and_promote(&mut servers, old, kill, &mut problems);
         let epoch = current.epoch.load(Ordering::SeqCst) + 1;
         promotions.push(Promotion {
             epoch,
@@ -396,19 +437,7 @@ pub fn run(cfg: &Config) -> Outcomes {
             .cmd(&["REPLICAOF", "127.0.0.1", &port]);
         current.port.store(servers[best].port, Ordering::SeqCst);
         current.epoch.store(epoch, Ordering::SeqCst);
-        if kill {
-            servers[old].restart();
-        } else {
-            // Paused a while longer, then running as a primary for a moment
-            // before it is told to follow the new one.
-            std::thread::sleep(Duration::from_millis(rng.range(50, 400) as u64));
-            signal(servers[old].pid(), "-CONT");
-            std::thread::sleep(Duration::from_millis(rng.below(200)));
-        }
-        servers[old].replica_of(&servers[best]);
-        if !streaming(&servers[best], 2) {
-            problems.push(format!("promotion {p}: replicas did not stream again"));
-        }
+        rejoin(&mut servers, old, best, kill, &mut rng, p, &mut problems);
         primary = best;
     }
     std::thread::sleep(cfg.churn);

@@ -35,7 +35,7 @@ use testkit::{Client, Kind, Reply, Server};
 
 use crate::clock::{MS, mono_ns};
 use crate::famhist::{Call, History, Item, Out};
-use crate::promotions::{repl_offset, signal, streaming};
+use crate::promotions::{fail_and_promote, rejoin, streaming};
 use crate::report::{Section, fmt_int};
 
 /// A worker's id and its calls, each with the epoch it was sent in.
@@ -46,7 +46,6 @@ use crate::servers;
 const KEY: &str = "sem";
 const CLIENT_TIMEOUT_MS: u64 = 1500;
 const REPLICAS_MS: &str = "300";
-const SETTLE_MS: u64 = 30;
 
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -318,25 +317,11 @@ pub fn run(cfg: &Config) -> Outcome {
         std::thread::sleep(Duration::from_millis(churn / 2 + rng.below(churn.max(1))));
         let kill = p % 2 == 0;
         let old = primary;
-        if kill {
-            servers[old].kill9();
-            kills += 1;
-        } else {
-            signal(servers[old].pid(), "-STOP");
-            stops += 1;
+        match kill {
+            true => kills += 1,
+            false => stops += 1,
         }
-        std::thread::sleep(Duration::from_millis(SETTLE_MS));
-        let others: Vec<usize> = (0..3).filter(|&i| i != old).collect();
-        let best = *others
-            .iter()
-            .max_by_key(|&&i| repl_offset(&servers[i]))
-            .expect("two replicas");
-        let other = others.into_iter().find(|&i| i != best).expect("the other");
-        let promoted = servers[best].client().cmd(&["REPLICAOF", "NO", "ONE"]);
-        let at = mono_ns();
-        if promoted != Reply::Status("OK".into()) {
-            problems.push(format!("REPLICAOF NO ONE answered {promoted:?}"));
-        }
+        let (best, other, at) = fail_and_promote(&mut servers, old, kill, &mut problems);
         let epoch = shared.epoch.load(Ordering::SeqCst) + 1;
         promotions.push(Promotion {
             epoch,
@@ -349,17 +334,7 @@ pub fn run(cfg: &Config) -> Outcome {
             .cmd(&["REPLICAOF", "127.0.0.1", &port]);
         shared.port.store(servers[best].port, Ordering::SeqCst);
         shared.epoch.store(epoch, Ordering::SeqCst);
-        if kill {
-            servers[old].restart();
-        } else {
-            std::thread::sleep(Duration::from_millis(rng.range(50, 400) as u64));
-            signal(servers[old].pid(), "-CONT");
-            std::thread::sleep(Duration::from_millis(rng.below(200)));
-        }
-        servers[old].replica_of(&servers[best]);
-        if !streaming(&servers[best], 2) {
-            problems.push(format!("promotion {p}: replicas did not stream again"));
-        }
+        rejoin(&mut servers, old, best, kill, &mut rng, p, &mut problems);
         primary = best;
         // The books: pause the threads, let leases left behind lapse.
         shared.pause.store(true, Ordering::SeqCst);
